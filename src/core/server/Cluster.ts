@@ -1,0 +1,76 @@
+/**
+ * One cluster: its affiliates, its watchers and its revision counter. Every
+ * change gets the next revision and is offered to each watcher's bounded
+ * buffer without waiting; a watcher whose buffer is full is cut off.
+ *
+ * @since 0.1.0
+ */
+import { Cause, Queue } from "effect"
+import type { AffiliateView, WatchEvent } from "../../ports/ClusterApi.ts"
+import type { Unavailable } from "../../ports/DiscoveryError.ts"
+import { lostUpdateMessage, SubscriptionLost } from "../../ports/DiscoveryError.ts"
+import type { Affiliate } from "./Affiliate.ts"
+
+/**
+ * The buffer a watcher reads its deltas from; it fails when the watcher is cut
+ * off.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type WatchQueue = Queue.Queue<WatchEvent, SubscriptionLost | Unavailable | Cause.Done>
+
+/**
+ * The mutable state of one cluster, owned by the cluster store.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export class Cluster {
+  readonly affiliates = new Map<string, Affiliate>()
+  readonly watchers = new Set<WatchQueue>()
+  revision = 0
+  readonly id: string
+  constructor(id: string) {
+    this.id = id
+  }
+
+  /** True when nothing keeps the cluster alive: no affiliate and no watcher. */
+  get isEmpty(): boolean {
+    return this.affiliates.size === 0 && this.watchers.size === 0
+  }
+
+  /** The affiliates as watchers see them. */
+  views(): Array<AffiliateView> {
+    const views: Array<AffiliateView> = []
+    for (const affiliate of this.affiliates.values()) views.push(affiliate.view())
+    return views
+  }
+
+  /** Publishes the full current state of an affiliate. */
+  publishUpdated(affiliate: Affiliate): void {
+    if (this.watchers.size === 0) {
+      this.revision++
+      return
+    }
+    this.publish({ _tag: "Updated", revision: ++this.revision, affiliate: affiliate.view() })
+  }
+
+  /** Publishes the removal of an affiliate. */
+  publishDeleted(affiliateId: string): void {
+    if (this.watchers.size === 0) {
+      this.revision++
+      return
+    }
+    this.publish({ _tag: "Deleted", revision: ++this.revision, affiliateId })
+  }
+
+  private publish(event: WatchEvent): void {
+    for (const watcher of this.watchers) {
+      if (!Queue.offerUnsafe(watcher, event)) {
+        this.watchers.delete(watcher)
+        Queue.failCauseUnsafe(watcher, Cause.fail(new SubscriptionLost({ message: lostUpdateMessage })))
+      }
+    }
+  }
+}

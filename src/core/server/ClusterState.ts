@@ -1,0 +1,119 @@
+/**
+ * The cluster state as an Effect service: the store's rules driven by Effect's
+ * `Clock`, with watches as streams that start with a snapshot and carry every
+ * later change in revision order.
+ *
+ * @since 0.1.0
+ */
+import type { Stream as StreamT } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Layer, Queue, Stream } from "effect"
+import type {
+  AffiliateDeleteRequest,
+  AffiliateUpdateRequest,
+  AffiliateView,
+  ClusterRequest,
+  WatchEvent
+} from "../../ports/ClusterApi.ts"
+import type { InvalidArgument, ResourceExhausted, SubscriptionLost } from "../../ports/DiscoveryError.ts"
+import { Unavailable } from "../../ports/DiscoveryError.ts"
+import type { WatchQueue } from "./Cluster.ts"
+import type { GcReport, StoreCaps, StoreStats } from "./ClusterStore.ts"
+import { ClusterStore, defaultCaps } from "./ClusterStore.ts"
+import { Limits } from "./limits.ts"
+import { validateAffiliateIds, validateClusterId, validateUpdate } from "./validation.ts"
+
+/**
+ * The failures a watch can end with.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export type WatchError = InvalidArgument | ResourceExhausted | SubscriptionLost | Unavailable
+
+/**
+ * Cluster state: validated updates, deletes, lists, watches and garbage
+ * collection over all clusters.
+ *
+ * @category services
+ * @since 0.1.0
+ */
+export class ClusterState extends Context.Service<
+  ClusterState,
+  {
+    readonly update: (request: AffiliateUpdateRequest) => Effect.Effect<void, InvalidArgument | ResourceExhausted>
+    readonly delete: (request: AffiliateDeleteRequest) => Effect.Effect<void, InvalidArgument>
+    readonly list: (request: ClusterRequest) => Effect.Effect<ReadonlyArray<AffiliateView>, InvalidArgument>
+    readonly watch: (request: ClusterRequest) => StreamT.Stream<WatchEvent, WatchError>
+    readonly collectGarbage: Effect.Effect<GcReport>
+    readonly stats: Effect.Effect<StoreStats>
+  }
+>()("talos-discovery/ClusterState") {
+  /** The state with the default caps. */
+  static readonly layer: Layer.Layer<ClusterState> = Layer.effect(
+    ClusterState,
+    Effect.suspend(() => make(defaultCaps))
+  )
+
+  /** The state with the given caps. */
+  static readonly layerWith = (caps: Partial<StoreCaps>): Layer.Layer<ClusterState> =>
+    Layer.effect(
+      ClusterState,
+      Effect.suspend(() => make({ ...defaultCaps, ...caps }))
+    )
+}
+
+const shuttingDown = Cause.fail(new Unavailable({ message: "server is shutting down" }))
+
+/**
+ * Builds the cluster state service; open watches end with Unavailable when the
+ * scope closes.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const make = Effect.fnUntraced(function* (caps: StoreCaps) {
+  const store = new ClusterStore(caps)
+  yield* Effect.addFinalizer(() =>
+    Effect.sync(() => store.closeWatches((queue) => Queue.failCauseUnsafe(queue, shuttingDown)))
+  )
+
+  const update = (request: AffiliateUpdateRequest) =>
+    Effect.flatMap(validateUpdate(request), () =>
+      Clock.clockWith((clock) => {
+        const expiresAt = clock.currentTimeMillisUnsafe() + Duration.toMillis(request.ttl)
+        const failure = store.update(request, expiresAt)
+        return failure === undefined ? Effect.void : Effect.fail(failure)
+      })
+    )
+
+  const watch = (request: ClusterRequest): StreamT.Stream<WatchEvent, WatchError> =>
+    Stream.unwrap(
+      Effect.gen(function* () {
+        yield* validateClusterId(request.clusterId)
+        const queue: WatchQueue = yield* Queue.bounded<WatchEvent, SubscriptionLost | Unavailable | Cause.Done>(
+          Limits.watchBuffer
+        )
+        const subscription = yield* Effect.acquireRelease(
+          Effect.suspend(() => {
+            const result = store.subscribe(request.clusterId, queue)
+            return "revision" in result ? Effect.succeed(result) : Effect.fail(result)
+          }),
+          () => Effect.sync(() => store.unsubscribe(request.clusterId, queue))
+        )
+        const snapshot: WatchEvent = { _tag: "Snapshot", ...subscription }
+        return Stream.concat(Stream.succeed(snapshot), Stream.fromQueue(queue))
+      })
+    )
+
+  return ClusterState.of({
+    update,
+    delete: (request) =>
+      Effect.map(validateAffiliateIds(request.clusterId, request.affiliateId), () => store.delete(request)),
+    list: (request) => Effect.map(validateClusterId(request.clusterId), () => store.list(request.clusterId)),
+    watch,
+    collectGarbage: Clock.clockWith((clock) =>
+      Effect.sync(() => store.collectGarbage(clock.currentTimeMillisUnsafe()))
+    ),
+    stats: Effect.sync(() => store.stats())
+  })
+})

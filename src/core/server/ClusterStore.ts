@@ -1,0 +1,202 @@
+/**
+ * The synchronous engine behind the cluster state: every operation runs to
+ * completion in one step, so a change and its notifications are atomic and
+ * ordered without locks. Operations either succeed whole or change nothing.
+ *
+ * @since 0.1.0
+ */
+import type { AffiliateDeleteRequest, AffiliateUpdateRequest, AffiliateView } from "../../ports/ClusterApi.ts"
+import { ResourceExhausted } from "../../ports/DiscoveryError.ts"
+import { Affiliate } from "./Affiliate.ts"
+import type { WatchQueue } from "./Cluster.ts"
+import { Cluster } from "./Cluster.ts"
+import { Limits } from "./limits.ts"
+
+/**
+ * Global caps that protect the process from unbounded growth.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface StoreCaps {
+  /** Most clusters held at once. */
+  readonly maxClusters: number
+  /** Most watches open at once. */
+  readonly maxWatches: number
+}
+
+/**
+ * The default caps: one million clusters, one hundred thousand watches.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const defaultCaps: StoreCaps = { maxClusters: 1_000_000, maxWatches: 100_000 }
+
+/**
+ * What one garbage collection pass removed and what is left.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface GcReport {
+  readonly removedClusters: number
+  readonly removedAffiliates: number
+  readonly trimmedAffiliates: number
+}
+
+/**
+ * Counts of what the store holds.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface StoreStats {
+  readonly clusters: number
+  readonly affiliates: number
+  readonly endpoints: number
+  readonly watches: number
+}
+
+/**
+ * A watch registration: the snapshot taken when it was made.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Subscription {
+  readonly revision: number
+  readonly affiliates: ReadonlyArray<AffiliateView>
+}
+
+const tooManyAffiliates = () => new ResourceExhausted({ message: "too many affiliates in the cluster" })
+const tooManyEndpoints = () => new ResourceExhausted({ message: "too many endpoints in the affiliate" })
+const tooManyClusters = () => new ResourceExhausted({ message: "too many clusters" })
+const tooManyWatches = () => new ResourceExhausted({ message: "too many watches" })
+
+/**
+ * All clusters of the service, with the merge, delete, watch and expiry rules.
+ * Inputs must already be validated; times are milliseconds since the epoch.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export class ClusterStore {
+  readonly clusters = new Map<string, Cluster>()
+  private watches = 0
+  readonly caps: StoreCaps
+  constructor(caps: StoreCaps = defaultCaps) {
+    this.caps = caps
+  }
+
+  /** Applies an AffiliateUpdate at `now`, or fails having changed nothing. */
+  update(request: AffiliateUpdateRequest, expiresAt: number): ResourceExhausted | undefined {
+    let cluster = this.clusters.get(request.clusterId)
+    let affiliate = cluster?.affiliates.get(request.affiliateId)
+    if (affiliate === undefined) {
+      if (cluster === undefined && this.clusters.size >= this.caps.maxClusters) return tooManyClusters()
+      if (cluster !== undefined && cluster.affiliates.size >= Limits.clusterAffiliatesMax) return tooManyAffiliates()
+      affiliate = new Affiliate(request.affiliateId)
+      if (affiliate.countNewEndpoints(request.endpoints) > Limits.affiliateEndpointsMax) return tooManyEndpoints()
+      if (cluster === undefined) {
+        cluster = new Cluster(request.clusterId)
+        this.clusters.set(cluster.id, cluster)
+      }
+      cluster.affiliates.set(affiliate.id, affiliate)
+      affiliate.merge(request.data, request.endpoints, expiresAt)
+      cluster.publishUpdated(affiliate)
+      return undefined
+    }
+    if (request.endpoints.length > 0) {
+      const added = affiliate.countNewEndpoints(request.endpoints)
+      if (added > 0 && affiliate.endpoints.length + added > Limits.affiliateEndpointsMax) return tooManyEndpoints()
+    }
+    if (affiliate.merge(request.data, request.endpoints, expiresAt)) cluster!.publishUpdated(affiliate)
+    return undefined
+  }
+
+  /** Removes an affiliate if it exists; deleting a missing one is not an error. */
+  delete(request: AffiliateDeleteRequest): void {
+    const cluster = this.clusters.get(request.clusterId)
+    if (cluster === undefined || !cluster.affiliates.delete(request.affiliateId)) return
+    cluster.publishDeleted(request.affiliateId)
+    this.dropIfEmpty(cluster)
+  }
+
+  /** Every affiliate of a cluster (none for an unknown cluster, which is not created). */
+  list(clusterId: string): Array<AffiliateView> {
+    return this.clusters.get(clusterId)?.views() ?? []
+  }
+
+  /** Registers a watcher and takes the snapshot it starts from, in one step. */
+  subscribe(clusterId: string, queue: WatchQueue): Subscription | ResourceExhausted {
+    if (this.watches >= this.caps.maxWatches) return tooManyWatches()
+    let cluster = this.clusters.get(clusterId)
+    if (cluster === undefined) {
+      if (this.clusters.size >= this.caps.maxClusters) return tooManyClusters()
+      cluster = new Cluster(clusterId)
+      this.clusters.set(clusterId, cluster)
+    }
+    cluster.watchers.add(queue)
+    this.watches++
+    return { revision: cluster.revision, affiliates: cluster.views() }
+  }
+
+  /** Ends a watch registered by `subscribe`. */
+  unsubscribe(clusterId: string, queue: WatchQueue): void {
+    this.watches--
+    const cluster = this.clusters.get(clusterId)
+    if (cluster === undefined) return
+    cluster.watchers.delete(queue)
+    this.dropIfEmpty(cluster)
+  }
+
+  /** Removes what has expired at `now` and notifies watchers of each change. */
+  collectGarbage(now: number): GcReport {
+    let removedClusters = 0
+    let removedAffiliates = 0
+    let trimmedAffiliates = 0
+    for (const cluster of this.clusters.values()) {
+      for (const affiliate of cluster.affiliates.values()) {
+        switch (affiliate.expire(now)) {
+          case "expired":
+            cluster.affiliates.delete(affiliate.id)
+            cluster.publishDeleted(affiliate.id)
+            removedAffiliates++
+            break
+          case "trimmed":
+            cluster.publishUpdated(affiliate)
+            trimmedAffiliates++
+            break
+        }
+      }
+      if (cluster.isEmpty) {
+        this.clusters.delete(cluster.id)
+        removedClusters++
+      }
+    }
+    return { removedClusters, removedAffiliates, trimmedAffiliates }
+  }
+
+  /** Counts what the store holds. */
+  stats(): StoreStats {
+    let affiliates = 0
+    let endpoints = 0
+    for (const cluster of this.clusters.values()) {
+      affiliates += cluster.affiliates.size
+      for (const affiliate of cluster.affiliates.values()) endpoints += affiliate.endpoints.length
+    }
+    return { clusters: this.clusters.size, affiliates, endpoints, watches: this.watches }
+  }
+
+  /** Ends every open watch with the given failure, as on shutdown. */
+  closeWatches(end: (queue: WatchQueue) => void): void {
+    for (const cluster of this.clusters.values()) {
+      for (const watcher of cluster.watchers) end(watcher)
+    }
+  }
+
+  private dropIfEmpty(cluster: Cluster): void {
+    if (cluster.isEmpty) this.clusters.delete(cluster.id)
+  }
+}

@@ -1,0 +1,115 @@
+/**
+ * The one port of the discovery protocol: the five operations on a cluster.
+ * The core server implements it; the gRPC server adapter exposes any
+ * implementation, and the gRPC client adapter implements it over a channel.
+ *
+ * @since 0.1.0
+ */
+import type { Duration, Effect, Stream } from "effect"
+import { Context } from "effect"
+import type { DiscoveryError } from "./DiscoveryError.ts"
+
+/**
+ * One member of a cluster as the service stores it: opaque, client-encrypted
+ * data and endpoint blobs.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface AffiliateView {
+  readonly id: string
+  readonly data: Uint8Array
+  readonly endpoints: ReadonlyArray<Uint8Array>
+}
+
+/**
+ * The first call of a client. `clientAddress` is the caller's address as the
+ * transport saw it (binary, 4 or 16 bytes); server adapters fill it in.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface HelloRequest {
+  readonly clusterId: string
+  readonly clientVersion: string
+  readonly clientAddress?: Uint8Array | undefined
+}
+
+/**
+ * The answer to Hello: where to go instead (if anywhere) and the caller's
+ * public address (when reported).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface HelloResponse {
+  readonly redirect?: string | undefined
+  readonly clientIp?: Uint8Array | undefined
+}
+
+/**
+ * Creates or refreshes an affiliate. Empty or absent data leaves the stored
+ * data alone; endpoints are merged by their bytes.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface AffiliateUpdateRequest {
+  readonly clusterId: string
+  readonly affiliateId: string
+  readonly data?: Uint8Array | undefined
+  readonly endpoints: ReadonlyArray<Uint8Array>
+  readonly ttl: Duration.Duration
+}
+
+/**
+ * Removes one affiliate with its endpoints.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface AffiliateDeleteRequest {
+  readonly clusterId: string
+  readonly affiliateId: string
+}
+
+/**
+ * Names the cluster that List or Watch is about.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ClusterRequest {
+  readonly clusterId: string
+}
+
+/**
+ * One element of a watch: a snapshot first, then one delta per change. The
+ * revision counts the changes of the cluster; transports that do not carry it
+ * number the messages in arrival order.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type WatchEvent =
+  | { readonly _tag: "Snapshot"; readonly revision: number; readonly affiliates: ReadonlyArray<AffiliateView> }
+  | { readonly _tag: "Updated"; readonly revision: number; readonly affiliate: AffiliateView }
+  | { readonly _tag: "Deleted"; readonly revision: number; readonly affiliateId: string }
+
+/**
+ * The five discovery operations, with tagged errors. Implemented by the core
+ * server (in process) and by the gRPC client transport (remote).
+ *
+ * @category services
+ * @since 0.1.0
+ */
+export class ClusterApi extends Context.Service<
+  ClusterApi,
+  {
+    readonly hello: (request: HelloRequest) => Effect.Effect<HelloResponse, DiscoveryError>
+    readonly affiliateUpdate: (request: AffiliateUpdateRequest) => Effect.Effect<void, DiscoveryError>
+    readonly affiliateDelete: (request: AffiliateDeleteRequest) => Effect.Effect<void, DiscoveryError>
+    readonly list: (request: ClusterRequest) => Effect.Effect<ReadonlyArray<AffiliateView>, DiscoveryError>
+    readonly watch: (request: ClusterRequest) => Stream.Stream<WatchEvent, DiscoveryError>
+  }
+>()("talos-discovery/ClusterApi") {}
