@@ -22,8 +22,8 @@ import { validateClusterId } from "./validation.ts"
 export interface ServerOptions {
   /** Report the caller's address in Hello (default true). */
   readonly reportClientIp?: boolean
-  /** Period of garbage collection (default 1 minute). */
-  readonly gcInterval?: Duration.Input
+  /** Period of garbage collection (default 1 minute); "disabled" runs none. */
+  readonly gcInterval?: Duration.Input | "disabled"
   /** Redirect every client to this endpoint (default: none). */
   readonly redirectEndpoint?: string
   /** Global caps on clusters and watches. */
@@ -66,7 +66,8 @@ export const layer = (options: ServerOptions = {}): Layer.Layer<ClusterApi | Clu
   const api = Layer.effect(ClusterApi, make({ reportClientIp: options.reportClientIp ?? true })).pipe(
     Layer.provide(RedirectPolicy.layerStatic(options.redirectEndpoint ?? ""))
   )
-  const gc = GarbageCollector.layer(options.gcInterval ?? "1 minute")
+  const gcInterval = options.gcInterval ?? "1 minute"
+  const gc = gcInterval === "disabled" ? Layer.empty : GarbageCollector.layer(gcInterval)
   return Layer.mergeAll(api, gc).pipe(
     Layer.provideMerge(options.caps ? ClusterState.layerWith(options.caps) : ClusterState.layer)
   )
