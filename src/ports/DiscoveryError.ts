@@ -78,3 +78,12 @@ export type DiscoveryError = InvalidArgument | ResourceExhausted | SubscriptionL
  * @since 0.1.0
  */
 export const lostUpdateMessage = "subscription canceled: lost update"
+
+/**
+ * The message of the Unavailable failure that ends calls when the service
+ * shuts down.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export const shuttingDownMessage = "server is shutting down"

@@ -31,8 +31,11 @@ export class Cluster {
   readonly watchers = new Set<WatchQueue>()
   revision = 0
   readonly id: string
-  constructor(id: string) {
+  private readonly release: () => void
+  /** `release` is called once for each watcher cut off for falling behind. */
+  constructor(id: string, release: () => void) {
     this.id = id
+    this.release = release
   }
 
   /** True when nothing keeps the cluster alive: no affiliate and no watcher. */
@@ -69,6 +72,7 @@ export class Cluster {
     for (const watcher of this.watchers) {
       if (!Queue.offerUnsafe(watcher, event)) {
         this.watchers.delete(watcher)
+        this.release()
         Queue.failCauseUnsafe(watcher, Cause.fail(new SubscriptionLost({ message: lostUpdateMessage })))
       }
     }

@@ -15,7 +15,7 @@ import type {
   WatchEvent
 } from "../../ports/ClusterApi.ts"
 import type { InvalidArgument, ResourceExhausted, SubscriptionLost } from "../../ports/DiscoveryError.ts"
-import { Unavailable } from "../../ports/DiscoveryError.ts"
+import { shuttingDownMessage, Unavailable } from "../../ports/DiscoveryError.ts"
 import type { WatchQueue } from "./Cluster.ts"
 import type { GcReport, StoreCaps, StoreStats } from "./ClusterStore.ts"
 import { ClusterStore, defaultCaps } from "./ClusterStore.ts"
@@ -62,7 +62,7 @@ export class ClusterState extends Context.Service<
     )
 }
 
-const shuttingDown = Cause.fail(new Unavailable({ message: "server is shutting down" }))
+const shuttingDown = Cause.fail(new Unavailable({ message: shuttingDownMessage }))
 
 /**
  * Builds the cluster state service; open watches end with Unavailable when the

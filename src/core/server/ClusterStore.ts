@@ -84,6 +84,9 @@ const tooManyWatches = () => new ResourceExhausted({ message: "too many watches"
 export class ClusterStore {
   readonly clusters = new Map<string, Cluster>()
   private watches = 0
+  private readonly releaseWatch = () => {
+    this.watches--
+  }
   readonly caps: StoreCaps
   constructor(caps: StoreCaps = defaultCaps) {
     this.caps = caps
@@ -99,7 +102,7 @@ export class ClusterStore {
       affiliate = new Affiliate(request.affiliateId)
       if (affiliate.countNewEndpoints(request.endpoints) > Limits.affiliateEndpointsMax) return tooManyEndpoints()
       if (cluster === undefined) {
-        cluster = new Cluster(request.clusterId)
+        cluster = new Cluster(request.clusterId, this.releaseWatch)
         this.clusters.set(cluster.id, cluster)
       }
       cluster.affiliates.set(affiliate.id, affiliate)
@@ -134,7 +137,7 @@ export class ClusterStore {
     let cluster = this.clusters.get(clusterId)
     if (cluster === undefined) {
       if (this.clusters.size >= this.caps.maxClusters) return tooManyClusters()
-      cluster = new Cluster(clusterId)
+      cluster = new Cluster(clusterId, this.releaseWatch)
       this.clusters.set(clusterId, cluster)
     }
     cluster.watchers.add(queue)
@@ -142,12 +145,11 @@ export class ClusterStore {
     return { revision: cluster.revision, affiliates: cluster.views() }
   }
 
-  /** Ends a watch registered by `subscribe`. */
+  /** Ends a watch registered by `subscribe` (its slot may already be free if it was cut off). */
   unsubscribe(clusterId: string, queue: WatchQueue): void {
-    this.watches--
     const cluster = this.clusters.get(clusterId)
-    if (cluster === undefined) return
-    cluster.watchers.delete(queue)
+    if (cluster === undefined || !cluster.watchers.delete(queue)) return
+    this.watches--
     this.dropIfEmpty(cluster)
   }
 

@@ -28,7 +28,7 @@ export const runOnce = Effect.gen(function* () {
     current_subscriptions: stats.watches
   }
   const removed = report.removedClusters + report.removedAffiliates + report.trimmedAffiliates > 0
-  yield* (removed ? Effect.logInfo : Effect.logDebug)("garbage collection run", fields)
+  yield* (removed ? Effect.logInfo : Effect.logDebug)("garbage collection run").pipe(Effect.annotateLogs(fields))
   return report
 })
 

@@ -1,0 +1,150 @@
+/**
+ * The grpc-js service definition of `sidero.discovery.server.Cluster`, built
+ * from the generated protobuf-es descriptors (no proto-loader). The server
+ * side decodes requests into `DecodedRequest` values, so invalid UTF-8 IDs are
+ * answered before the `ClusterApi` is called; Watch responses are sent as
+ * already encoded WatchResponse bytes.
+ *
+ * @since 0.1.0
+ */
+import type { DescMessage, MessageShape } from "@bufbuild/protobuf"
+import { fromBinary, toBinary } from "@bufbuild/protobuf"
+import type {
+  AffiliateDeleteRequest,
+  AffiliateDeleteResponse,
+  AffiliateUpdateRequest,
+  AffiliateUpdateResponse,
+  HelloRequest,
+  HelloResponse,
+  ListRequest,
+  ListResponse,
+  WatchRequest,
+  WatchResponse
+} from "../../gen/discovery/server/cluster_pb.ts"
+import { Cluster } from "../../gen/discovery/server/cluster_pb.ts"
+import type { DecodedRequest } from "./codec.ts"
+import {
+  decodeAffiliateDeleteRequest,
+  decodeAffiliateUpdateRequest,
+  decodeHelloRequest,
+  decodeListRequest,
+  decodeWatchRequest
+} from "./codec.ts"
+
+/**
+ * One method of the service, with the types each side sees: the client sends
+ * `ClientRequest` and receives `ClientResponse`; the server receives
+ * `ServerRequest` and sends `ServerResponse`. It is a grpc-js
+ * `MethodDefinition`.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ClusterMethod<ClientRequest, ServerRequest, ServerResponse, ClientResponse> {
+  readonly path: string
+  readonly requestStream: false
+  readonly responseStream: boolean
+  readonly originalName: string
+  readonly requestSerialize: (value: ClientRequest) => Buffer
+  readonly requestDeserialize: (bytes: Buffer) => ServerRequest
+  readonly responseSerialize: (value: ServerResponse) => Buffer
+  readonly responseDeserialize: (bytes: Buffer) => ClientResponse
+}
+
+/**
+ * A view of bytes as a Buffer, without copying.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const asBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+
+const serializer =
+  <Desc extends DescMessage>(schema: Desc) =>
+  (message: MessageShape<Desc>): Buffer =>
+    asBuffer(toBinary(schema, message))
+
+const deserializer =
+  <Desc extends DescMessage>(schema: Desc) =>
+  (bytes: Buffer): MessageShape<Desc> =>
+    fromBinary(schema, bytes)
+
+const path = (name: string): string => `/${Cluster.typeName}/${name}`
+
+/**
+ * The service definition for `grpc.Server#addService` and
+ * `grpc.makeGenericClientConstructor`. Keys are the RPC names of the proto.
+ *
+ * @category protocols
+ * @since 0.1.0
+ */
+export const ClusterService = {
+  Hello: {
+    path: path(Cluster.method.hello.name),
+    requestStream: false,
+    responseStream: false,
+    originalName: Cluster.method.hello.localName,
+    requestSerialize: serializer(Cluster.method.hello.input),
+    requestDeserialize: decodeHelloRequest,
+    responseSerialize: serializer(Cluster.method.hello.output),
+    responseDeserialize: deserializer(Cluster.method.hello.output)
+  } satisfies ClusterMethod<HelloRequest, DecodedRequest<HelloRequest>, HelloResponse, HelloResponse>,
+  AffiliateUpdate: {
+    path: path(Cluster.method.affiliateUpdate.name),
+    requestStream: false,
+    responseStream: false,
+    originalName: Cluster.method.affiliateUpdate.localName,
+    requestSerialize: serializer(Cluster.method.affiliateUpdate.input),
+    requestDeserialize: decodeAffiliateUpdateRequest,
+    responseSerialize: serializer(Cluster.method.affiliateUpdate.output),
+    responseDeserialize: deserializer(Cluster.method.affiliateUpdate.output)
+  } satisfies ClusterMethod<
+    AffiliateUpdateRequest,
+    DecodedRequest<AffiliateUpdateRequest>,
+    AffiliateUpdateResponse,
+    AffiliateUpdateResponse
+  >,
+  AffiliateDelete: {
+    path: path(Cluster.method.affiliateDelete.name),
+    requestStream: false,
+    responseStream: false,
+    originalName: Cluster.method.affiliateDelete.localName,
+    requestSerialize: serializer(Cluster.method.affiliateDelete.input),
+    requestDeserialize: decodeAffiliateDeleteRequest,
+    responseSerialize: serializer(Cluster.method.affiliateDelete.output),
+    responseDeserialize: deserializer(Cluster.method.affiliateDelete.output)
+  } satisfies ClusterMethod<
+    AffiliateDeleteRequest,
+    DecodedRequest<AffiliateDeleteRequest>,
+    AffiliateDeleteResponse,
+    AffiliateDeleteResponse
+  >,
+  List: {
+    path: path(Cluster.method.list.name),
+    requestStream: false,
+    responseStream: false,
+    originalName: Cluster.method.list.localName,
+    requestSerialize: serializer(Cluster.method.list.input),
+    requestDeserialize: decodeListRequest,
+    responseSerialize: serializer(Cluster.method.list.output),
+    responseDeserialize: deserializer(Cluster.method.list.output)
+  } satisfies ClusterMethod<ListRequest, DecodedRequest<ListRequest>, ListResponse, ListResponse>,
+  Watch: {
+    path: path(Cluster.method.watch.name),
+    requestStream: false,
+    responseStream: true,
+    originalName: Cluster.method.watch.localName,
+    requestSerialize: serializer(Cluster.method.watch.input),
+    requestDeserialize: decodeWatchRequest,
+    responseSerialize: asBuffer,
+    responseDeserialize: deserializer(Cluster.method.watch.output)
+  } satisfies ClusterMethod<WatchRequest, DecodedRequest<WatchRequest>, Uint8Array, WatchResponse>
+} as const
+
+/**
+ * The name the service is registered under: `sidero.discovery.server.Cluster`.
+ *
+ * @category protocols
+ * @since 0.1.0
+ */
+export const serviceName: string = Cluster.typeName

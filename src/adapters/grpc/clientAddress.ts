@@ -1,0 +1,165 @@
+/**
+ * The caller's address as PROTOCOL.md §2.10 defines it: a trusted X-Real-IP,
+ * else a trusted first X-Forwarded-For entry, else the transport peer. The
+ * result is binary like Go's `netip.Addr.MarshalBinary`: 4 bytes for IPv4, 16
+ * for IPv6 plus the zone's UTF-8 bytes. Both headers are distrusted by
+ * default, unlike the original (quirk Q7).
+ *
+ * @since 0.1.0
+ */
+import type * as grpc from "@grpc/grpc-js"
+
+/**
+ * Which proxy headers name the client. Trust a header only when a proxy you
+ * run sets it; a client can send any value.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface TrustOptions {
+  /** Use the first `X-Real-IP` value when it is a bare IP (default false). */
+  readonly trustXRealIp?: boolean | undefined
+  /** Use the first entry of the first `X-Forwarded-For` value (default false). */
+  readonly trustXForwardedFor?: boolean | undefined
+}
+
+const parseIPv4Into = (text: string, out: Uint8Array, offset: number): boolean => {
+  const fields = text.split(".")
+  if (fields.length !== 4) return false
+  for (let i = 0; i < 4; i++) {
+    const field = fields[i]!
+    if (field.length === 0 || field.length > 3 || !/^[0-9]+$/.test(field)) return false
+    if (field.length > 1 && field[0] === "0") return false
+    const value = Number(field)
+    if (value > 255) return false
+    out[offset + i] = value
+  }
+  return true
+}
+
+const parseIPv6 = (text: string): Uint8Array | undefined => {
+  let zone = ""
+  const percent = text.indexOf("%")
+  if (percent !== -1) {
+    zone = text.slice(percent + 1)
+    text = text.slice(0, percent)
+    if (zone === "") return undefined
+  }
+  const ip = new Uint8Array(16)
+  let ellipsis = -1
+  let rest = text
+  if (rest.startsWith("::")) {
+    ellipsis = 0
+    rest = rest.slice(2)
+  }
+  let filled = 0
+  while (rest.length > 0 && filled < 16) {
+    const group = /^[0-9a-fA-F]*/.exec(rest)![0]
+    if (rest[group.length] === ".") {
+      if ((ellipsis < 0 && filled !== 12) || filled + 4 > 16) return undefined
+      if (!parseIPv4Into(rest, ip, filled)) return undefined
+      filled += 4
+      rest = ""
+      break
+    }
+    if (group.length === 0 || group.length > 4) return undefined
+    const value = Number.parseInt(group, 16)
+    ip[filled] = value >> 8
+    ip[filled + 1] = value & 0xff
+    filled += 2
+    rest = rest.slice(group.length)
+    if (rest.length === 0) break
+    if (rest[0] !== ":" || rest.length === 1) return undefined
+    rest = rest.slice(1)
+    if (rest[0] === ":") {
+      if (ellipsis >= 0) return undefined
+      ellipsis = filled
+      rest = rest.slice(1)
+    }
+  }
+  if (rest.length > 0) return undefined
+  if (filled < 16) {
+    if (ellipsis < 0) return undefined
+    const shift = 16 - filled
+    ip.copyWithin(ellipsis + shift, ellipsis, filled)
+    ip.fill(0, ellipsis, ellipsis + shift)
+  } else if (ellipsis >= 0) {
+    return undefined
+  }
+  if (zone === "") return ip
+  const zoneBytes = Buffer.from(zone, "utf8")
+  const withZone = new Uint8Array(16 + zoneBytes.length)
+  withZone.set(ip)
+  withZone.set(zoneBytes, 16)
+  return withZone
+}
+
+/**
+ * Parses a bare IP address as Go's `netip.ParseAddr` does (no port, no
+ * trimming, no leading zeros in IPv4 fields, an IPv6 zone allowed) and returns
+ * its binary form, or `undefined` if it is not an IP address.
+ *
+ * @category parsing
+ * @since 0.1.0
+ */
+export const parseIp = (text: string): Uint8Array | undefined => {
+  if (text.includes(":")) return parseIPv6(text)
+  const ip = new Uint8Array(4)
+  return parseIPv4Into(text, ip, 0) ? ip : undefined
+}
+
+const isIPv4Mapped = (ip: Uint8Array): boolean => {
+  if (ip.length !== 16) return false
+  for (let i = 0; i < 10; i++) if (ip[i] !== 0) return false
+  return ip[10] === 0xff && ip[11] === 0xff
+}
+
+/**
+ * Parses the transport peer as grpc-js reports it (`1.2.3.4:5678`,
+ * `::1:5678` without brackets, or the bracketed `[::1]:5678`) and returns the
+ * IP in binary form. An IPv4-mapped IPv6 peer (`::ffff:1.2.3.4`, as seen on a
+ * dual-stack socket) gives 4 bytes, like Go. `unknown` or anything unparsable
+ * gives `undefined`.
+ *
+ * @category parsing
+ * @since 0.1.0
+ */
+export const parsePeer = (peer: string): Uint8Array | undefined => {
+  const colon = peer.lastIndexOf(":")
+  if (colon === -1 || !/^[0-9]+$/.test(peer.slice(colon + 1))) return undefined
+  let host = peer.slice(0, colon)
+  if (host.startsWith("[") && host.endsWith("]")) host = host.slice(1, -1)
+  const ip = parseIp(host)
+  return ip !== undefined && isIPv4Mapped(ip) ? ip.slice(12) : ip
+}
+
+const firstValue = (metadata: grpc.Metadata, key: string): string | undefined => {
+  const value = metadata.get(key)[0]
+  return typeof value === "string" ? value : undefined
+}
+
+/**
+ * The client address of a call: the trusted headers first, then the transport
+ * peer (see the module docs). Invalid header values fall through to the next
+ * step; `undefined` means no address is known.
+ *
+ * @category parsing
+ * @since 0.1.0
+ */
+export const clientAddress = (
+  peer: string,
+  metadata: grpc.Metadata,
+  options: TrustOptions = {}
+): Uint8Array | undefined => {
+  if (options.trustXRealIp === true) {
+    const realIp = firstValue(metadata, "x-real-ip")
+    const ip = realIp === undefined ? undefined : parseIp(realIp)
+    if (ip !== undefined) return ip
+  }
+  if (options.trustXForwardedFor === true) {
+    const forwarded = firstValue(metadata, "x-forwarded-for")
+    const ip = forwarded === undefined ? undefined : parseIp(forwarded.split(",", 1)[0]!.trim())
+    if (ip !== undefined) return ip
+  }
+  return parsePeer(peer)
+}

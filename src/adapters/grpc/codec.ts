@@ -1,0 +1,465 @@
+/**
+ * Conversions between the `ClusterApi` port models and the generated messages
+ * of `sidero.discovery.server`: TTLs as Go converts them, request decoding that
+ * turns IDs that are not valid UTF-8 into InvalidArgument (quirk Q20; the Go
+ * server takes them as raw bytes), and watch events encoded as WatchResponse
+ * bytes, with big snapshots split to fit a byte budget. protobuf-es 2.17
+ * rejects invalid UTF-8 in proto3 strings, so the raw bytes are scanned only
+ * when decoding fails.
+ *
+ * @since 0.1.0
+ */
+import { isUtf8 } from "node:buffer"
+import type { DescMessage, MessageInitShape, MessageShape } from "@bufbuild/protobuf"
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf"
+import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire"
+import type { Duration as ProtoDuration } from "@bufbuild/protobuf/wkt"
+import { DurationSchema } from "@bufbuild/protobuf/wkt"
+import { Duration, Option, Result } from "effect"
+import type {
+  Affiliate as ProtoAffiliate,
+  AffiliateDeleteRequest as ProtoAffiliateDeleteRequest,
+  AffiliateUpdateRequest as ProtoAffiliateUpdateRequest,
+  HelloRequest as ProtoHelloRequest,
+  HelloResponse as ProtoHelloResponse,
+  ListRequest as ProtoListRequest,
+  ListResponse as ProtoListResponse,
+  WatchRequest as ProtoWatchRequest,
+  WatchResponse as ProtoWatchResponse
+} from "../../gen/discovery/server/cluster_pb.ts"
+import {
+  AffiliateDeleteRequestSchema,
+  AffiliateSchema,
+  AffiliateUpdateRequestSchema,
+  HelloRequestSchema,
+  HelloResponseSchema,
+  ListRequestSchema,
+  ListResponseSchema,
+  WatchRequestSchema,
+  WatchResponseSchema
+} from "../../gen/discovery/server/cluster_pb.ts"
+import type {
+  AffiliateDeleteRequest,
+  AffiliateUpdateRequest,
+  AffiliateView,
+  ClusterRequest,
+  HelloRequest,
+  HelloResponse,
+  WatchEvent
+} from "../../ports/ClusterApi.ts"
+import { InvalidArgument } from "../../ports/DiscoveryError.ts"
+
+const int64Max = (1n << 63n) - 1n
+const int64Min = -(1n << 63n)
+const nanosPerSecond = 1_000_000_000n
+
+/**
+ * Converts a protobuf Duration to an Effect Duration the way Go's
+ * `durationpb.AsDuration` does: `seconds * 1e9 + nanos` nanoseconds, saturating
+ * at the int64 bounds (2^63−1 and −2^63) on overflow; a missing TTL is zero.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const ttlFromProto = (ttl: ProtoDuration | undefined): Duration.Duration => {
+  if (ttl === undefined) return Duration.zero
+  const scaled = ttl.seconds * nanosPerSecond
+  const total = scaled + BigInt(ttl.nanos)
+  const overflow = scaled > int64Max || scaled < int64Min || total > int64Max || total < int64Min
+  if (!overflow) return Duration.nanos(total)
+  return Duration.nanos(ttl.seconds < 0n ? int64Min : int64Max)
+}
+
+/**
+ * Converts an Effect Duration to a protobuf Duration as Go's `durationpb.New`
+ * does: whole seconds truncated toward zero and the remainder, with the same
+ * sign, in nanos. Values beyond the int64 nanosecond range (infinite ones
+ * included) saturate.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const ttlToProto = (ttl: Duration.Duration): ProtoDuration => {
+  const exact = Option.getOrElse(Duration.toNanos(ttl), () => (Duration.toMillis(ttl) < 0 ? int64Min : int64Max))
+  const total = exact > int64Max ? int64Max : exact < int64Min ? int64Min : exact
+  return create(DurationSchema, {
+    seconds: total / nanosPerSecond,
+    nanos: Number(total % nanosPerSecond)
+  })
+}
+
+/**
+ * A request as the server decoded it from the wire: the message, or the
+ * InvalidArgument to answer with before the `ClusterApi` is called.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type DecodedRequest<A> = Result.Result<A, InvalidArgument>
+
+const fieldIsUtf8 = (bytes: Uint8Array, fieldNo: number): boolean => {
+  const reader = new BinaryReader(bytes)
+  while (reader.pos < reader.len) {
+    const [no, wireType] = reader.tag()
+    if (no === fieldNo && wireType === WireType.LengthDelimited) {
+      if (!isUtf8(reader.bytes())) return false
+    } else {
+      reader.skip(wireType, no)
+    }
+  }
+  return true
+}
+
+const lossyDecoder = new TextDecoder("utf-8", { ignoreBOM: true })
+
+const withLossyStrings = (bytes: Uint8Array, fieldNos: ReadonlyArray<number>): Uint8Array => {
+  const reader = new BinaryReader(bytes)
+  const writer = new BinaryWriter()
+  while (reader.pos < reader.len) {
+    const start = reader.pos
+    const [no, wireType] = reader.tag()
+    if (fieldNos.includes(no) && wireType === WireType.LengthDelimited) {
+      writer.tag(no, wireType).string(lossyDecoder.decode(reader.bytes()))
+    } else {
+      reader.skip(wireType, no)
+      writer.raw(bytes.subarray(start, reader.pos))
+    }
+  }
+  return writer.finish()
+}
+
+type IdField = readonly [fieldNo: number, name: string]
+
+const decodeChecked = <Desc extends DescMessage>(
+  schema: Desc,
+  bytes: Uint8Array,
+  ids: ReadonlyArray<IdField>,
+  lossy: ReadonlyArray<number> = []
+): DecodedRequest<MessageShape<Desc>> => {
+  try {
+    return Result.succeed(fromBinary(schema, bytes))
+  } catch (error) {
+    for (const [fieldNo, name] of ids) {
+      if (!fieldIsUtf8(bytes, fieldNo))
+        return Result.fail(new InvalidArgument({ message: `${name} is not valid UTF-8` }))
+    }
+    if (lossy.some((fieldNo) => !fieldIsUtf8(bytes, fieldNo))) {
+      return Result.succeed(fromBinary(schema, withLossyStrings(bytes, lossy)))
+    }
+    throw error
+  }
+}
+
+const clusterId: IdField = [1, "cluster ID"]
+const affiliateId: IdField = [2, "affiliate ID"]
+
+/**
+ * Decodes a HelloRequest. A cluster ID that is not valid UTF-8 is rejected;
+ * an invalid client version, which the original never checks, is read with
+ * U+FFFD replacements.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const decodeHelloRequest = (bytes: Uint8Array): DecodedRequest<ProtoHelloRequest> =>
+  decodeChecked(HelloRequestSchema, bytes, [clusterId], [2])
+
+/**
+ * Decodes an AffiliateUpdateRequest, rejecting a cluster or affiliate ID that
+ * is not valid UTF-8 (the cluster ID is checked first).
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const decodeAffiliateUpdateRequest = (bytes: Uint8Array): DecodedRequest<ProtoAffiliateUpdateRequest> =>
+  decodeChecked(AffiliateUpdateRequestSchema, bytes, [clusterId, affiliateId])
+
+/**
+ * Decodes an AffiliateDeleteRequest, rejecting a cluster or affiliate ID that
+ * is not valid UTF-8 (the cluster ID is checked first).
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const decodeAffiliateDeleteRequest = (bytes: Uint8Array): DecodedRequest<ProtoAffiliateDeleteRequest> =>
+  decodeChecked(AffiliateDeleteRequestSchema, bytes, [clusterId, affiliateId])
+
+/**
+ * Decodes a ListRequest, rejecting a cluster ID that is not valid UTF-8.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const decodeListRequest = (bytes: Uint8Array): DecodedRequest<ProtoListRequest> =>
+  decodeChecked(ListRequestSchema, bytes, [clusterId])
+
+/**
+ * Decodes a WatchRequest, rejecting a cluster ID that is not valid UTF-8.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const decodeWatchRequest = (bytes: Uint8Array): DecodedRequest<ProtoWatchRequest> =>
+  decodeChecked(WatchRequestSchema, bytes, [clusterId])
+
+/**
+ * Builds the port's HelloRequest from the message and the caller's address as
+ * the transport saw it.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const helloRequestFromProto = (
+  message: ProtoHelloRequest,
+  clientAddress: Uint8Array | undefined
+): HelloRequest => ({
+  clusterId: message.clusterId,
+  clientVersion: message.clientVersion,
+  clientAddress
+})
+
+/**
+ * Builds the HelloRequest message; the client address is not on the wire.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const helloRequestToProto = (request: HelloRequest): ProtoHelloRequest =>
+  create(HelloRequestSchema, { clusterId: request.clusterId, clientVersion: request.clientVersion })
+
+/**
+ * Builds the HelloResponse message: a redirect only when there is an endpoint,
+ * and `client_ip` only when an address is reported.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const helloResponseToProto = (response: HelloResponse): ProtoHelloResponse => {
+  const init: MessageInitShape<typeof HelloResponseSchema> = {}
+  if (response.redirect !== undefined && response.redirect !== "") init.redirect = { endpoint: response.redirect }
+  if (response.clientIp !== undefined) init.clientIp = response.clientIp
+  return create(HelloResponseSchema, init)
+}
+
+/**
+ * Reads a HelloResponse message: an empty redirect endpoint or client IP means
+ * none, as in the Go client.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const helloResponseFromProto = (message: ProtoHelloResponse): HelloResponse => {
+  const endpoint = message.redirect?.endpoint
+  return {
+    redirect: endpoint === undefined || endpoint === "" ? undefined : endpoint,
+    clientIp: message.clientIp.length > 0 ? message.clientIp : undefined
+  }
+}
+
+/**
+ * Builds the port's AffiliateUpdateRequest; absent data stays absent and the
+ * TTL goes through `ttlFromProto`.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const affiliateUpdateRequestFromProto = (message: ProtoAffiliateUpdateRequest): AffiliateUpdateRequest => ({
+  clusterId: message.clusterId,
+  affiliateId: message.affiliateId,
+  data: message.affiliateData,
+  endpoints: message.affiliateEndpoints,
+  ttl: ttlFromProto(message.ttl)
+})
+
+/**
+ * Builds the AffiliateUpdateRequest message; data is sent only when present,
+ * and the TTL is always sent.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const affiliateUpdateRequestToProto = (request: AffiliateUpdateRequest): ProtoAffiliateUpdateRequest => {
+  const init: MessageInitShape<typeof AffiliateUpdateRequestSchema> = {
+    clusterId: request.clusterId,
+    affiliateId: request.affiliateId,
+    affiliateEndpoints: [...request.endpoints],
+    ttl: ttlToProto(request.ttl)
+  }
+  if (request.data !== undefined) init.affiliateData = request.data
+  return create(AffiliateUpdateRequestSchema, init)
+}
+
+/**
+ * Builds the port's AffiliateDeleteRequest.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const affiliateDeleteRequestFromProto = (message: ProtoAffiliateDeleteRequest): AffiliateDeleteRequest => ({
+  clusterId: message.clusterId,
+  affiliateId: message.affiliateId
+})
+
+/**
+ * Builds the AffiliateDeleteRequest message.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const affiliateDeleteRequestToProto = (request: AffiliateDeleteRequest): ProtoAffiliateDeleteRequest =>
+  create(AffiliateDeleteRequestSchema, { clusterId: request.clusterId, affiliateId: request.affiliateId })
+
+/**
+ * Builds the port's ClusterRequest from a List or Watch request message.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const clusterRequestFromProto = (message: ProtoListRequest | ProtoWatchRequest): ClusterRequest => ({
+  clusterId: message.clusterId
+})
+
+/**
+ * Builds the ListRequest message.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const listRequestToProto = (request: ClusterRequest): ProtoListRequest =>
+  create(ListRequestSchema, { clusterId: request.clusterId })
+
+/**
+ * Builds the WatchRequest message.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const watchRequestToProto = (request: ClusterRequest): ProtoWatchRequest =>
+  create(WatchRequestSchema, { clusterId: request.clusterId })
+
+/**
+ * Builds the Affiliate message of an affiliate view.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const affiliateToProto = (affiliate: AffiliateView): ProtoAffiliate =>
+  create(AffiliateSchema, { id: affiliate.id, data: affiliate.data, endpoints: [...affiliate.endpoints] })
+
+/**
+ * Reads an Affiliate message as an affiliate view.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const affiliateFromProto = (message: ProtoAffiliate): AffiliateView => ({
+  id: message.id,
+  data: message.data,
+  endpoints: message.endpoints
+})
+
+/**
+ * Builds the ListResponse message.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const listResponseToProto = (affiliates: ReadonlyArray<AffiliateView>): ProtoListResponse =>
+  create(ListResponseSchema, { affiliates: affiliates.map(affiliateToProto) })
+
+/**
+ * Reads a ListResponse message.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const listResponseFromProto = (message: ProtoListResponse): ReadonlyArray<AffiliateView> =>
+  message.affiliates.map(affiliateFromProto)
+
+const varintSize = (value: number): number => {
+  let size = 1
+  while (value >= 0x80) {
+    value = Math.floor(value / 128)
+    size++
+  }
+  return size
+}
+
+/**
+ * Encodes a snapshot as WatchResponse messages of at most `budget` bytes each
+ * (a single affiliate larger than the budget still gets a message of its own).
+ * There is always at least one message, empty for an empty snapshot; the
+ * others carry the rest of the affiliates with `deleted=false`, which a Go
+ * client merges into the snapshot it got first.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const encodeSnapshot = (affiliates: ReadonlyArray<AffiliateView>, budget: number): Array<Uint8Array> => {
+  const messages: Array<Uint8Array> = []
+  let writer = new BinaryWriter()
+  let size = 0
+  for (const affiliate of affiliates) {
+    const bytes = toBinary(AffiliateSchema, affiliateToProto(affiliate))
+    const entrySize = 1 + varintSize(bytes.length) + bytes.length
+    if (size > 0 && size + entrySize > budget) {
+      messages.push(writer.finish())
+      writer = new BinaryWriter()
+      size = 0
+    }
+    writer.tag(1, WireType.LengthDelimited).bytes(bytes)
+    size += entrySize
+  }
+  messages.push(writer.finish())
+  return messages
+}
+
+/**
+ * Encodes a delta as one WatchResponse: the full affiliate for Updated, the ID
+ * alone with `deleted=true` for Deleted.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const encodeDelta = (event: Exclude<WatchEvent, { readonly _tag: "Snapshot" }>): Uint8Array =>
+  toBinary(
+    WatchResponseSchema,
+    event._tag === "Updated"
+      ? create(WatchResponseSchema, { affiliates: [affiliateToProto(event.affiliate)] })
+      : create(WatchResponseSchema, { affiliates: [{ id: event.affiliateId }], deleted: true })
+  )
+
+/**
+ * Encodes any watch event as the WatchResponse messages that carry it.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const encodeWatchEvent = (event: WatchEvent, snapshotBudget: number): Array<Uint8Array> =>
+  event._tag === "Snapshot" ? encodeSnapshot(event.affiliates, snapshotBudget) : [encodeDelta(event)]
+
+/**
+ * Reads one WatchResponse as watch events, numbered from `revision` on. The
+ * first message of a watch is the snapshot (deleted entries leave it empty,
+ * as in the Go client); each later message gives one Updated or Deleted per
+ * affiliate.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const watchResponseToEvents = (
+  message: ProtoWatchResponse,
+  first: boolean,
+  revision: number
+): Array<WatchEvent> => {
+  if (first) {
+    const affiliates = message.deleted ? [] : message.affiliates.map(affiliateFromProto)
+    return [{ _tag: "Snapshot", revision, affiliates }]
+  }
+  return message.affiliates.map(
+    (affiliate, index): WatchEvent =>
+      message.deleted
+        ? { _tag: "Deleted", revision: revision + index, affiliateId: affiliate.id }
+        : { _tag: "Updated", revision: revision + index, affiliate: affiliateFromProto(affiliate) }
+  )
+}

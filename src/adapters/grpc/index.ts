@@ -1,0 +1,13 @@
+/**
+ * The gRPC adapters: the server that exposes any `ClusterApi` over the Talos
+ * discovery protocol, the client that implements `ClusterApi` over it, and the
+ * wire pieces they share.
+ *
+ * @since 0.1.0
+ */
+export * as ClientAddress from "./clientAddress.ts"
+export * as ClusterService from "./ClusterService.ts"
+export * as Codec from "./codec.ts"
+export * as GrpcClient from "./GrpcClient.ts"
+export * as GrpcServer from "./GrpcServer.ts"
+export * as GrpcStatus from "./status.ts"

@@ -1,0 +1,134 @@
+/**
+ * Helpers for the gRPC end-to-end tests: our server on a free loopback port
+ * over the in-process core on `TestClock`, clients of it, a step-by-step
+ * reader of watch streams, and raw grpc-js calls for bytes the typed client
+ * cannot send.
+ */
+import * as grpc from "@grpc/grpc-js"
+import type { Scope } from "effect"
+import { Cause, Effect, Exit, Layer, Stream } from "effect"
+import { assert } from "@effect/vitest"
+import * as GrpcClient from "../../../src/adapters/grpc/GrpcClient.ts"
+import * as GrpcServer from "../../../src/adapters/grpc/GrpcServer.ts"
+import { TestDiscovery } from "../../../src/adapters/testing/index.ts"
+import type { ClusterState } from "../../../src/core/server/ClusterState.ts"
+import type { ServerOptions as CoreOptions } from "../../../src/core/server/DiscoveryServer.ts"
+import type { ClusterApi, WatchEvent } from "../../../src/ports/ClusterApi.ts"
+import type { DiscoveryError } from "../../../src/ports/DiscoveryError.ts"
+
+/** Our gRPC server on 127.0.0.1:0 over the in-process core, which stays reachable as `ClusterApi`. */
+export const serverLayer = (
+  core: CoreOptions = {},
+  server: GrpcServer.ServerOptions = {}
+): Layer.Layer<GrpcServer.GrpcServer | ClusterApi | ClusterState, GrpcServer.BindError> =>
+  GrpcServer.layer({ address: "127.0.0.1:0", ...server }).pipe(Layer.provideMerge(TestDiscovery.layer(core)))
+
+/** The loopback target of the running server. */
+export const endpoint: Effect.Effect<string, never, GrpcServer.GrpcServer> = Effect.map(
+  GrpcServer.GrpcServer,
+  ({ port }) => `127.0.0.1:${port}`
+)
+
+/** A plaintext client of the running server, on a connection of its own. */
+export const connect = (
+  options: Partial<GrpcClient.ClientOptions> = {}
+): Effect.Effect<ClusterApi["Service"], never, GrpcServer.GrpcServer | Scope.Scope> =>
+  Effect.flatMap(endpoint, (target) =>
+    GrpcClient.make({
+      endpoint: target,
+      tls: false,
+      ...options,
+      channelOptions: { "grpc.use_local_subchannel_pool": 1, ...options.channelOptions }
+    })
+  )
+
+/** Reads a watch one event at a time; nothing is read between calls. */
+export interface Watcher {
+  readonly next: Effect.Effect<WatchEvent, DiscoveryError | Cause.Done>
+  readonly take: (n: number) => Effect.Effect<Array<WatchEvent>, DiscoveryError | Cause.Done>
+}
+
+/** Starts a watch stream in the current scope without consuming it. */
+export const watcher = (
+  stream: Stream.Stream<WatchEvent, DiscoveryError>
+): Effect.Effect<Watcher, never, Scope.Scope> =>
+  Effect.map(Stream.toPull(stream), (pull) => {
+    const pending: Array<WatchEvent> = []
+    const next: Watcher["next"] = Effect.suspend(() =>
+      pending.length > 0
+        ? Effect.succeed(pending.shift()!)
+        : Effect.map(pull, (chunk) => {
+            pending.push(...chunk)
+            return pending.shift()!
+          })
+    )
+    return {
+      next,
+      take: (n) => Effect.forEach(Array.from({ length: n }), () => next)
+    }
+  })
+
+/** The status a raw call ended with. */
+export interface RawStatus {
+  readonly code: grpc.status
+  readonly details: string
+}
+
+const identity = (bytes: Buffer): Buffer => bytes
+
+/** A unary call with hand-built request bytes; succeeds with the response bytes or fails with the status. */
+export const rawUnary = (
+  target: string,
+  method: string,
+  request: Uint8Array,
+  metadata: grpc.Metadata = new grpc.Metadata()
+): Effect.Effect<Buffer, RawStatus> =>
+  Effect.callback<Buffer, RawStatus>((resume) => {
+    const client = new grpc.Client(target, grpc.credentials.createInsecure())
+    client.makeUnaryRequest(
+      method,
+      identity,
+      identity,
+      Buffer.from(request),
+      metadata,
+      { deadline: Date.now() + 5000 },
+      (error, response) => {
+        client.close()
+        resume(
+          error
+            ? Effect.fail({ code: error.code, details: error.details })
+            : Effect.succeed(response ?? Buffer.alloc(0))
+        )
+      }
+    )
+  })
+
+/** A server-streaming call with hand-built request bytes; gives the messages received and the final status. */
+export const rawStream = (
+  target: string,
+  method: string,
+  request: Uint8Array
+): Effect.Effect<{ readonly messages: Array<Buffer>; readonly status: RawStatus }> =>
+  Effect.callback((resume) => {
+    const client = new grpc.Client(target, grpc.credentials.createInsecure())
+    const call = client.makeServerStreamRequest(method, identity, identity, Buffer.from(request), new grpc.Metadata())
+    const messages: Array<Buffer> = []
+    call.on("data", (message: Buffer) => messages.push(message))
+    call.on("error", () => {})
+    call.on("status", (status: grpc.StatusObject) => {
+      client.close()
+      resume(Effect.succeed({ messages, status: { code: status.code, details: status.details } }))
+    })
+  })
+
+/** A blob of `length` bytes filled with `fill`. */
+export const blob = (length: number, fill: number): Uint8Array => new Uint8Array(length).fill(fill)
+
+/** The typed error an exit failed with; fails the test on success, a defect or the end of a stream. */
+export const failureOf = <A, E>(exit: Exit.Exit<A, E>): Exclude<E, Cause.Done> => {
+  if (Exit.isSuccess(exit)) return assert.fail("expected a failure")
+  const error = Cause.findErrorOption(exit.cause)
+  if (error._tag === "None") return assert.fail(`expected a typed failure, got ${Cause.pretty(exit.cause)}`)
+  if (Cause.isDone(error.value)) return assert.fail("expected a failure, the stream ended")
+  return error.value as Exclude<E, Cause.Done>
+}

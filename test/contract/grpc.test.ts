@@ -1,0 +1,70 @@
+/**
+ * The contract suite over gRPC:
+ *
+ * - "grpc loopback": our `GrpcServer` on 127.0.0.1:0 over `TestDiscovery`,
+ *   reached through our `GrpcClient`. Both are built inside each case, so the
+ *   server's handlers read the case's `TestClock`, and GC runs on demand.
+ * - "external": any server named by `DISCOVERY_CONTRACT_TARGET=host:port`
+ *   (plaintext h2c), for example the original Go service started with
+ *   `-gc-interval 1s`. It is not ours and its time cannot be controlled, so only
+ *   the original's behaviours run. `DISCOVERY_CONTRACT_REDIRECT` names the
+ *   redirect endpoint it was started with, if any. The Go binary limits each
+ *   client IP to 15 requests per second (burst 60), and the suite makes about
+ *   1300 requests (T50 alone makes 1025), so a run takes a minute or two.
+ */
+import { Context, Effect, Layer } from "effect"
+import { it } from "@effect/vitest"
+import { GrpcClient, GrpcServer } from "../../src/adapters/grpc/index.ts"
+import { TestDiscovery } from "../../src/adapters/testing/index.ts"
+import { ClusterState } from "../../src/core/server/ClusterState.ts"
+import type { ServerOptions } from "../../src/core/server/DiscoveryServer.ts"
+import { ClusterApi } from "../../src/ports/ClusterApi.ts"
+import { clusterApiSuite } from "./clusterApiSuite.ts"
+
+/** Our core behind our gRPC server on a free loopback port, and our gRPC client connected to it. */
+const loopback = (options: ServerOptions = {}): Layer.Layer<ClusterApi | ClusterState, unknown> =>
+  Layer.effectContext(
+    Effect.gen(function* () {
+      const core = yield* Layer.build(TestDiscovery.layer(options))
+      const { port } = yield* GrpcServer.make({ address: "127.0.0.1:0", shutdownTimeout: "1 second" }).pipe(
+        Effect.provide(core)
+      )
+      const api = yield* GrpcClient.make({ endpoint: `127.0.0.1:${port}`, tls: false })
+      return Context.make(ClusterApi, api).pipe(Context.add(ClusterState, Context.get(core, ClusterState)))
+    })
+  )
+
+clusterApiSuite({
+  name: "grpc loopback",
+  layer: loopback(),
+  ours: true,
+  time: {
+    _tag: "TestClock",
+    advance: TestDiscovery.advance,
+    runGc: Effect.asVoid(TestDiscovery.runGc)
+  },
+  clientIp: { _tag: "Peer", bytes: Uint8Array.of(127, 0, 0, 1) },
+  clusterCount: Effect.map(
+    Effect.flatMap(ClusterState, (state) => state.stats),
+    (stats) => stats.clusters
+  ),
+  caps: { layer: loopback({ caps: { maxClusters: 3, maxWatches: 3 } }), maxClusters: 3, maxWatches: 3 },
+  slowWatcher: { overflowAfter: 400, exact: false },
+  rawStrings: false,
+  timeout: 30_000
+})
+
+const external = process.env.DISCOVERY_CONTRACT_TARGET
+if (external === undefined || external === "") {
+  it.skip("ClusterApi contract: external [skipped: DISCOVERY_CONTRACT_TARGET=host:port is not set]")
+} else {
+  clusterApiSuite({
+    name: `external ${external}`,
+    layer: GrpcClient.layer({ endpoint: external, tls: false }),
+    ours: false,
+    clientIp: { _tag: "Any" },
+    redirectEndpoint: process.env.DISCOVERY_CONTRACT_REDIRECT || undefined,
+    rawStrings: false,
+    timeout: 180_000
+  })
+}
