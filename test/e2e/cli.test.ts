@@ -47,9 +47,22 @@ const loadClient = (port: number) => {
   return new loaded.sidero.discovery.server.Cluster(`127.0.0.1:${port}`, grpc.credentials.createInsecure())
 }
 
-type Unary = (request: object, callback: (error: grpc.ServiceError | null, response: any) => void) => void
+interface Affiliate {
+  readonly id: string
+  readonly data: Uint8Array
+  readonly endpoints: ReadonlyArray<Uint8Array>
+}
 
-const call = (client: grpc.Client, method: string, request: object): Promise<any> =>
+interface Reply {
+  readonly client_ip: Uint8Array
+  readonly redirect: { readonly endpoint: string }
+  readonly affiliates: ReadonlyArray<Affiliate>
+  readonly deleted: boolean
+}
+
+type Unary = (request: object, callback: (error: grpc.ServiceError | null, response: Reply) => void) => void
+
+const call = (client: grpc.Client, method: string, request: object): Promise<Reply> =>
   new Promise((resolveCall, reject) =>
     (client as unknown as Record<string, Unary>)[method]!.call(client, request, (error, response) =>
       error ? reject(error) : resolveCall(response)
@@ -81,8 +94,10 @@ describe("discovery-service command", () => {
     assert.deepStrictEqual([...hello.client_ip], [127, 0, 0, 1])
     assert.strictEqual(hello.redirect.endpoint, "other.example:443")
 
-    const watch = (client as any).Watch({ cluster_id: "e2e" }) as grpc.ClientReadableStream<any>
-    const messages: Array<any> = []
+    const watch = (client as unknown as { Watch: (request: object) => grpc.ClientReadableStream<Reply> }).Watch({
+      cluster_id: "e2e"
+    })
+    const messages: Array<Reply> = []
     watch.on("data", (message) => messages.push(message))
     const ended = new Promise<grpc.ServiceError | undefined>((resolveEnd) => {
       watch.on("error", (error: grpc.ServiceError) => resolveEnd(error))
@@ -99,9 +114,10 @@ describe("discovery-service command", () => {
     })
     const listed = await call(client, "List", { cluster_id: "e2e" })
     assert.strictEqual(listed.affiliates.length, 1)
-    assert.strictEqual(listed.affiliates[0].id, "node-1")
-    assert.strictEqual(Buffer.from(listed.affiliates[0].data).toString(), "sealed")
-    assert.deepStrictEqual(Buffer.from(listed.affiliates[0].endpoints[0]), endpoint)
+    const [affiliate] = listed.affiliates
+    assert.strictEqual(affiliate?.id, "node-1")
+    assert.strictEqual(Buffer.from(affiliate!.data).toString(), "sealed")
+    assert.deepStrictEqual(Buffer.from(affiliate!.endpoints[0]!), endpoint)
 
     await call(client, "AffiliateDelete", { cluster_id: "e2e", affiliate_id: "node-1" })
     assert.deepStrictEqual((await call(client, "List", { cluster_id: "e2e" })).affiliates, [])
@@ -117,7 +133,7 @@ describe("discovery-service command", () => {
 
     while (messages.length < 3) await once(watch, "data")
     assert.deepStrictEqual(
-      messages.map((m) => [m.deleted, m.affiliates.map((a: any) => a.id)]),
+      messages.map((m) => [m.deleted, m.affiliates.map((a) => a.id)]),
       [
         [false, []],
         [false, ["node-1"]],
