@@ -86,7 +86,8 @@ export interface ClusterRequest {
 /**
  * One element of a watch: a snapshot first, then one delta per change. The
  * revision counts the changes of the cluster; transports that do not carry it
- * number the messages in arrival order.
+ * number the messages in arrival order. One delta object goes to every watcher
+ * of the cluster, so treat its bytes as read-only.
  *
  * @category models
  * @since 0.1.0

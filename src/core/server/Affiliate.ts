@@ -114,10 +114,10 @@ export class Affiliate {
     return "trimmed"
   }
 
-  /** An immutable copy of what a watcher sees. */
+  /** A copy of what a watcher sees; changing its bytes never reaches the store. */
   view(): AffiliateView {
     const endpoints = new Array<Uint8Array>(this.endpoints.length)
-    for (let i = 0; i < endpoints.length; i++) endpoints[i] = this.endpoints[i]!.data
-    return { id: this.id, data: this.data, endpoints }
+    for (let i = 0; i < endpoints.length; i++) endpoints[i] = this.endpoints[i]!.data.slice()
+    return { id: this.id, data: this.data.slice(), endpoints }
   }
 }

@@ -1,0 +1,395 @@
+import { assert, describe, it } from "@effect/vitest"
+import type { Cause } from "effect"
+import { Effect, Exit, Queue } from "effect"
+import type { WatchQueue } from "../../src/core/server/Cluster.ts"
+import { ClusterStore } from "../../src/core/server/ClusterStore.ts"
+import type { WatchEvent } from "../../src/ports/ClusterApi.ts"
+import type { SubscriptionLost, Unavailable } from "../../src/ports/DiscoveryError.ts"
+import { ResourceExhausted } from "../../src/ports/DiscoveryError.ts"
+import {
+  blob,
+  endpoint,
+  type PlainEvent,
+  plainAffiliate,
+  plainEvent,
+  plainList,
+  updateRequest,
+  utf8
+} from "./fixtures/discovery.ts"
+
+const now = 1_000_000
+const minute = 60_000
+
+const newQueue = (capacity = 32): WatchQueue =>
+  Effect.runSync(Queue.bounded<WatchEvent, SubscriptionLost | Unavailable | Cause.Done>(capacity))
+
+/** Takes what a queue holds right now, and its failure if it has one. */
+const drain = (queue: WatchQueue): { events: Array<PlainEvent>; failure: unknown } => {
+  const events: Array<PlainEvent> = []
+  for (;;) {
+    const exit = Queue.takeUnsafe(queue)
+    if (exit === undefined) return { events, failure: undefined }
+    if (Exit.isFailure(exit)) {
+      const error = Exit.findErrorOption(exit)
+      return { events, failure: error._tag === "Some" ? error.value : exit.cause }
+    }
+    events.push(plainEvent(exit.value))
+  }
+}
+
+const subscribe = (store: ClusterStore, clusterId: string, queue: WatchQueue) => {
+  const result = store.subscribe(clusterId, queue)
+  if (result instanceof ResourceExhausted) throw new Error(`subscribe failed: ${result.message}`)
+  return result
+}
+
+/** A store holding af1 (data, expiring at +1m) in c1. */
+const withAffiliate = (): ClusterStore => {
+  const store = new ClusterStore()
+  assert.isUndefined(store.update(updateRequest({ affiliateId: "af1", data: utf8("data1") }), now + minute))
+  return store
+}
+
+const af = plainAffiliate
+
+describe("ClusterStore", () => {
+  describe("clusters", () => {
+    it("collects nothing from an empty store", () => {
+      const store = new ClusterStore()
+      assert.deepStrictEqual(store.collectGarbage(now), {
+        removedClusters: 0,
+        removedAffiliates: 0,
+        trimmedAffiliates: 0
+      })
+      assert.deepStrictEqual(store.stats(), { clusters: 0, affiliates: 0, endpoints: 0, watches: 0 })
+    })
+
+    it("creates a cluster for its first affiliate", () => {
+      const store = withAffiliate()
+      assert.deepStrictEqual(plainList(store.list("c1")), [af("af1", "data1")])
+      assert.deepStrictEqual(store.stats(), { clusters: 1, affiliates: 1, endpoints: 0, watches: 0 })
+    })
+
+    it("does not create a cluster on list or on delete", () => {
+      const store = new ClusterStore()
+      assert.deepStrictEqual(store.list("nowhere"), [])
+      store.delete({ clusterId: "nowhere", affiliateId: "a1" })
+      assert.strictEqual(store.stats().clusters, 0)
+    })
+
+    it("drops a cluster as soon as its last affiliate is deleted", () => {
+      const store = withAffiliate()
+      store.delete({ clusterId: "c1", affiliateId: "af1" })
+      assert.strictEqual(store.stats().clusters, 0)
+    })
+
+    it("keeps an empty cluster while it is watched and drops it when the watch ends", () => {
+      const store = new ClusterStore()
+      const queue = newQueue()
+      subscribe(store, "c1", queue)
+      assert.deepStrictEqual(store.collectGarbage(now), {
+        removedClusters: 0,
+        removedAffiliates: 0,
+        trimmedAffiliates: 0
+      })
+      assert.strictEqual(store.stats().clusters, 1)
+      store.unsubscribe("c1", queue)
+      assert.deepStrictEqual(store.stats(), { clusters: 0, affiliates: 0, endpoints: 0, watches: 0 })
+    })
+
+    it("keeps a watched cluster after GC removed its last affiliate and drops it after the watch", () => {
+      const store = withAffiliate()
+      const queue = newQueue()
+      subscribe(store, "c1", queue)
+      assert.deepStrictEqual(store.collectGarbage(now), {
+        removedClusters: 0,
+        removedAffiliates: 0,
+        trimmedAffiliates: 0
+      })
+      assert.deepStrictEqual(store.collectGarbage(now + 2 * minute), {
+        removedClusters: 0,
+        removedAffiliates: 1,
+        trimmedAffiliates: 0
+      })
+      assert.deepStrictEqual(drain(queue), {
+        events: [{ _tag: "Deleted", revision: 2, affiliateId: "af1" }],
+        failure: undefined
+      })
+      store.unsubscribe("c1", queue)
+      assert.deepStrictEqual(store.collectGarbage(now + 2 * minute), {
+        removedClusters: 0,
+        removedAffiliates: 0,
+        trimmedAffiliates: 0
+      })
+      assert.strictEqual(store.stats().clusters, 0)
+    })
+
+    it("removes expired affiliates and then their clusters across the store", () => {
+      const store = new ClusterStore()
+      store.update(updateRequest({ clusterId: "id1", affiliateId: "af0" }), now - 1)
+      store.update(updateRequest({ clusterId: "id2", affiliateId: "af1" }), now + minute)
+      assert.deepStrictEqual(store.collectGarbage(now), {
+        removedClusters: 1,
+        removedAffiliates: 1,
+        trimmedAffiliates: 0
+      })
+      assert.deepStrictEqual(store.stats(), { clusters: 1, affiliates: 1, endpoints: 0, watches: 0 })
+      assert.deepStrictEqual(store.collectGarbage(now + 2 * minute), {
+        removedClusters: 1,
+        removedAffiliates: 1,
+        trimmedAffiliates: 0
+      })
+      assert.deepStrictEqual(store.collectGarbage(now + 2 * minute), {
+        removedClusters: 0,
+        removedAffiliates: 0,
+        trimmedAffiliates: 0
+      })
+      assert.strictEqual(store.stats().clusters, 0)
+    })
+  })
+
+  describe("garbage collection boundaries", () => {
+    it("keeps an affiliate expiring exactly now and removes it strictly after", () => {
+      const store = new ClusterStore()
+      store.update(updateRequest({ data: utf8("d") }), now)
+      assert.strictEqual(store.collectGarbage(now).removedAffiliates, 0)
+      assert.strictEqual(store.stats().affiliates, 1)
+      assert.strictEqual(store.collectGarbage(now + 1).removedAffiliates, 1)
+      assert.strictEqual(store.stats().affiliates, 0)
+    })
+
+    it("drops an endpoint expiring exactly now while its affiliate stays", () => {
+      const store = new ClusterStore()
+      store.update(updateRequest({ data: utf8("d") }), now + minute)
+      store.update(updateRequest({ endpoints: [endpoint(1)] }), now)
+      store.update(updateRequest({ endpoints: [endpoint(2)] }), now + 1)
+      assert.deepStrictEqual(store.collectGarbage(now - 1), {
+        removedClusters: 0,
+        removedAffiliates: 0,
+        trimmedAffiliates: 0
+      })
+      assert.deepStrictEqual(store.collectGarbage(now), {
+        removedClusters: 0,
+        removedAffiliates: 0,
+        trimmedAffiliates: 1
+      })
+      assert.deepStrictEqual(plainList(store.list("c1")), [af("a1", "d", [endpoint(2)])])
+    })
+
+    it("removes an affiliate created with a zero ttl once time has moved on", () => {
+      const store = new ClusterStore()
+      store.update(updateRequest(), now)
+      assert.strictEqual(store.collectGarbage(now).removedAffiliates, 0)
+      assert.strictEqual(store.collectGarbage(now + 1).removedAffiliates, 1)
+    })
+  })
+
+  describe("limits", () => {
+    it("accepts 64 distinct endpoints one by one and refuses the 65th without changing anything", () => {
+      const store = new ClusterStore()
+      const queue = newQueue(128)
+      subscribe(store, "c1", queue)
+      for (let i = 0; i < 64; i++) {
+        assert.isUndefined(store.update(updateRequest({ endpoints: [endpoint(i)] }), now + minute))
+      }
+      assert.strictEqual(drain(queue).events.length, 64)
+      const failure = store.update(updateRequest({ data: utf8("new"), endpoints: [endpoint(64)] }), now + 5 * minute)
+      assert.instanceOf(failure, ResourceExhausted)
+      assert.strictEqual(failure?.message, "too many endpoints in the affiliate")
+      assert.deepStrictEqual(drain(queue).events, [])
+      const [stored] = store.list("c1")
+      assert.strictEqual(stored!.endpoints.length, 64)
+      assert.strictEqual(stored!.data.length, 0)
+      // the refused update extended nothing: the affiliate still expires at +1m
+      assert.strictEqual(store.collectGarbage(now + minute + 1).removedAffiliates, 1)
+    })
+
+    it("still refreshes known endpoints of a full affiliate", () => {
+      const store = new ClusterStore()
+      const all = Array.from({ length: 64 }, (_, i) => endpoint(i))
+      assert.isUndefined(store.update(updateRequest({ endpoints: all }), now + minute))
+      assert.isUndefined(store.update(updateRequest({ endpoints: [endpoint(0), endpoint(0)] }), now + 3 * minute))
+      assert.strictEqual(store.collectGarbage(now + 2 * minute).trimmedAffiliates, 1)
+      assert.deepStrictEqual(
+        store.list("c1")[0]!.endpoints.map((e) => Array.from(e)),
+        [Array.from(endpoint(0))]
+      )
+    })
+
+    it("refuses a request that would add more than 64 endpoints, all or nothing", () => {
+      const store = new ClusterStore()
+      store.update(updateRequest({ endpoints: [endpoint(0), endpoint(1)] }), now + minute)
+      // e1 is known and e2..e64 are 63 new ones: 2 + 63 = 65
+      const more = Array.from({ length: 64 }, (_, i) => endpoint(i + 1))
+      const failure = store.update(updateRequest({ endpoints: more }), now + minute)
+      assert.strictEqual(failure?.message, "too many endpoints in the affiliate")
+      assert.strictEqual(store.list("c1")[0]!.endpoints.length, 2)
+      // e1..e63 add 62 new ones: exactly 64
+      assert.isUndefined(store.update(updateRequest({ endpoints: more.slice(0, 63) }), now + minute))
+      assert.strictEqual(store.list("c1")[0]!.endpoints.length, 64)
+    })
+
+    it("does not create a new affiliate, nor its cluster, from a request with 65 distinct endpoints", () => {
+      const store = new ClusterStore()
+      const queue = newQueue()
+      subscribe(store, "watched", queue)
+      const endpoints = Array.from({ length: 65 }, (_, i) => endpoint(i))
+      const failure = store.update(updateRequest({ clusterId: "fresh", endpoints }), now + minute)
+      assert.strictEqual(failure?.message, "too many endpoints in the affiliate")
+      const failure2 = store.update(updateRequest({ clusterId: "watched", endpoints }), now + minute)
+      assert.strictEqual(failure2?.message, "too many endpoints in the affiliate")
+      assert.deepStrictEqual(store.stats(), { clusters: 1, affiliates: 0, endpoints: 0, watches: 1 })
+      assert.deepStrictEqual(drain(queue).events, [])
+    })
+
+    it("creates a new affiliate from a request with 64 distinct endpoints and duplicates", () => {
+      const store = new ClusterStore()
+      const endpoints = Array.from({ length: 64 }, (_, i) => endpoint(i))
+      assert.isUndefined(store.update(updateRequest({ endpoints: [...endpoints, ...endpoints] }), now + minute))
+      assert.strictEqual(store.stats().endpoints, 64)
+    })
+
+    it("accepts 1024 affiliates and refuses the 1025th without changing anything", () => {
+      const store = new ClusterStore()
+      for (let i = 0; i < 1024; i++) {
+        assert.isUndefined(store.update(updateRequest({ affiliateId: `af${i}` }), now + minute))
+      }
+      const queue = newQueue()
+      const subscription = subscribe(store, "c1", queue)
+      assert.strictEqual(subscription.affiliates.length, 1024)
+      const failure = store.update(updateRequest({ affiliateId: "one-more", data: utf8("x") }), now + minute)
+      assert.instanceOf(failure, ResourceExhausted)
+      assert.strictEqual(failure?.message, "too many affiliates in the cluster")
+      assert.strictEqual(store.stats().affiliates, 1024)
+      assert.deepStrictEqual(drain(queue).events, [])
+      // existing affiliates can still be updated
+      assert.isUndefined(store.update(updateRequest({ affiliateId: "af0", data: utf8("x") }), now + minute))
+      assert.strictEqual(drain(queue).events.length, 1)
+    })
+
+    it("accepts a new affiliate again once one of 1024 is deleted", () => {
+      const store = new ClusterStore()
+      for (let i = 0; i < 1024; i++) store.update(updateRequest({ affiliateId: `af${i}` }), now + minute)
+      store.delete({ clusterId: "c1", affiliateId: "af7" })
+      assert.isUndefined(store.update(updateRequest({ affiliateId: "one-more" }), now + minute))
+      assert.strictEqual(store.stats().affiliates, 1024)
+    })
+  })
+
+  describe("caps", () => {
+    it("refuses a new cluster beyond maxClusters, from an update or a watch", () => {
+      const store = new ClusterStore({ maxClusters: 2, maxWatches: 10 })
+      assert.isUndefined(store.update(updateRequest({ clusterId: "c1" }), now + minute))
+      subscribe(store, "c2", newQueue())
+      const failure = store.update(updateRequest({ clusterId: "c3" }), now + minute)
+      assert.instanceOf(failure, ResourceExhausted)
+      assert.strictEqual(failure?.message, "too many clusters")
+      const refused = store.subscribe("c3", newQueue())
+      assert.instanceOf(refused, ResourceExhausted)
+      assert.strictEqual((refused as ResourceExhausted).message, "too many clusters")
+      assert.deepStrictEqual(store.stats(), { clusters: 2, affiliates: 1, endpoints: 0, watches: 1 })
+      // existing clusters still take new affiliates and watchers
+      assert.isUndefined(store.update(updateRequest({ clusterId: "c2", affiliateId: "a2" }), now + minute))
+      subscribe(store, "c1", newQueue())
+    })
+
+    it("refuses a watch beyond maxWatches and accepts one again after another ends", () => {
+      const store = new ClusterStore({ maxClusters: 10, maxWatches: 2 })
+      const first = newQueue()
+      subscribe(store, "c1", first)
+      subscribe(store, "c1", newQueue())
+      const refused = store.subscribe("c2", newQueue())
+      assert.instanceOf(refused, ResourceExhausted)
+      assert.strictEqual((refused as ResourceExhausted).message, "too many watches")
+      assert.deepStrictEqual(store.stats(), { clusters: 1, affiliates: 0, endpoints: 0, watches: 2 })
+      store.unsubscribe("c1", first)
+      subscribe(store, "c2", newQueue())
+      assert.strictEqual(store.stats().watches, 2)
+    })
+  })
+
+  describe("notifications", () => {
+    it("gives a watcher the snapshot and revision current when it subscribed", () => {
+      const store = withAffiliate()
+      const queue = newQueue()
+      const subscription = subscribe(store, "c1", queue)
+      assert.strictEqual(subscription.revision, 1)
+      assert.deepStrictEqual(plainList(subscription.affiliates), [af("af1", "data1")])
+    })
+
+    it("numbers changes per cluster, also while nobody watches", () => {
+      const store = withAffiliate()
+      store.update(updateRequest({ affiliateId: "af1", data: utf8("data2") }), now + minute)
+      store.update(updateRequest({ clusterId: "other" }), now + minute)
+      store.delete({ clusterId: "c1", affiliateId: "missing" })
+      assert.strictEqual(subscribe(store, "c1", newQueue()).revision, 2)
+      assert.strictEqual(subscribe(store, "other", newQueue()).revision, 1)
+    })
+
+    it("publishes the full state after a trim by GC, not a deletion", () => {
+      const store = withAffiliate()
+      store.update(updateRequest({ affiliateId: "af1", endpoints: [endpoint(1)] }), now + 3 * minute)
+      store.update(updateRequest({ affiliateId: "af1", endpoints: [endpoint(2)] }), now + minute)
+      const queue = newQueue()
+      const { revision } = subscribe(store, "c1", queue)
+      assert.strictEqual(store.collectGarbage(now + 2 * minute).trimmedAffiliates, 1)
+      assert.deepStrictEqual(drain(queue).events, [
+        { _tag: "Updated", revision: revision + 1, affiliate: af("af1", "data1", [endpoint(1)]) }
+      ])
+    })
+
+    it("publishes nothing for a missing affiliate's delete", () => {
+      const store = withAffiliate()
+      const queue = newQueue()
+      subscribe(store, "c1", queue)
+      store.delete({ clusterId: "c1", affiliateId: "missing" })
+      assert.deepStrictEqual(drain(queue).events, [])
+    })
+
+    it("cuts off a watcher whose buffer is full and keeps notifying the others", () => {
+      const store = withAffiliate()
+      const slow = newQueue(1)
+      const fast = newQueue(64)
+      subscribe(store, "c1", slow)
+      subscribe(store, "c1", fast)
+      store.update(updateRequest({ affiliateId: "af1", data: utf8("x1") }), now + minute)
+      store.update(updateRequest({ affiliateId: "af1", data: utf8("x2") }), now + minute)
+      store.update(updateRequest({ affiliateId: "af1", data: utf8("x3") }), now + minute)
+      const slowResult = drain(slow)
+      assert.deepStrictEqual(slowResult.events, [{ _tag: "Updated", revision: 2, affiliate: af("af1", "x1") }])
+      assert.strictEqual((slowResult.failure as SubscriptionLost)._tag, "SubscriptionLost")
+      assert.strictEqual((slowResult.failure as SubscriptionLost).message, "subscription canceled: lost update")
+      assert.deepStrictEqual(
+        drain(fast).events.map((e) => e.revision),
+        [2, 3, 4]
+      )
+      // the cut-off watcher frees its slot at once; ending its stream later changes nothing more
+      assert.strictEqual(store.stats().watches, 1)
+      store.unsubscribe("c1", slow)
+      assert.strictEqual(store.stats().watches, 1)
+      store.unsubscribe("c1", fast)
+      assert.deepStrictEqual(store.stats(), { clusters: 1, affiliates: 1, endpoints: 0, watches: 0 })
+    })
+  })
+
+  describe("stored bytes", () => {
+    it("copies the caller's data and endpoint blobs", () => {
+      const store = new ClusterStore()
+      const data = utf8("data")
+      const blob16 = endpoint(5)
+      store.update(updateRequest({ data, endpoints: [blob16] }), now + minute)
+      data.fill(0)
+      blob16.fill(0)
+      assert.deepStrictEqual(plainList(store.list("c1")), [af("a1", "data", [endpoint(5)])])
+    })
+
+    it("compares data by bytes, not by identity", () => {
+      const store = new ClusterStore()
+      const queue = newQueue()
+      subscribe(store, "c1", queue)
+      store.update(updateRequest({ data: blob(8, 7) }), now + minute)
+      store.update(updateRequest({ data: blob(8, 7) }), now + minute)
+      assert.strictEqual(drain(queue).events.length, 1)
+    })
+  })
+})
