@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Option } from "effect"
+import { Config, Effect, Option } from "effect"
 import { Command, Flag } from "effect/cli"
 import { defaultCaps } from "../core/server/ClusterStore.ts"
 import { parseGoDuration } from "./goDuration.ts"
@@ -74,7 +74,8 @@ export const flags = {
     )
   ),
   debug: Flag.Boolean("debug").pipe(
-    Flag.withDescription("human-readable logs at debug level instead of JSON lines"),
+    Flag.withDescription("human-readable logs at debug level instead of JSON lines; MODE=dev does the same"),
+    Flag.withFallbackConfig(Config.String("MODE").pipe(Config.map((mode) => mode === "dev"))),
     Flag.withDefault(false)
   )
 }
