@@ -20,6 +20,7 @@ import { ClusterState } from "../../src/core/server/ClusterState.ts"
 import type { ServerOptions } from "../../src/core/server/DiscoveryServer.ts"
 import { ClusterApi } from "../../src/ports/ClusterApi.ts"
 import { clusterApiSuite } from "./clusterApiSuite.ts"
+import { externalTarget } from "./externalTarget.ts"
 
 /** Our core behind our gRPC server on a free loopback port, and our gRPC client connected to it. */
 const loopback = (options: ServerOptions = {}): Layer.Layer<ClusterApi | ClusterState, unknown> =>
@@ -58,13 +59,7 @@ const external = process.env.DISCOVERY_CONTRACT_TARGET
 if (external === undefined || external === "") {
   it.skip("ClusterApi contract: external [skipped: DISCOVERY_CONTRACT_TARGET=host:port is not set]")
 } else {
-  clusterApiSuite({
-    name: `external ${external}`,
-    layer: GrpcClient.layer({ endpoint: external, tls: false }),
-    ours: false,
-    clientIp: { _tag: "Any" },
-    redirectEndpoint: process.env.DISCOVERY_CONTRACT_REDIRECT || undefined,
-    rawStrings: false,
-    timeout: 180_000
-  })
+  clusterApiSuite(
+    externalTarget(`external ${external}`, () => external, process.env.DISCOVERY_CONTRACT_REDIRECT || undefined)
+  )
 }
