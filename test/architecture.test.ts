@@ -9,27 +9,36 @@ const sourceFiles = (dir: string): Array<string> =>
     .filter((entry) => entry.isFile() && entry.name.endsWith(".ts"))
     .map((entry) => relative(root, join(entry.parentPath, entry.name)))
 
-const importsOf = (file: string): Array<string> =>
-  [...readFileSync(join(root, file), "utf8").matchAll(/(?:from|import)\s*\(?\s*["']([^"']+)["']/g)].map((m) => m[1]!)
+const importsIn = (text: string): Array<string> =>
+  [...text.matchAll(/(?:from|import)\s*\(?\s*["']([^"']+)["']/g)].map((m) => m[1]!)
+
+const importsOf = (file: string): Array<string> => importsIn(readFileSync(join(root, file), "utf8"))
+
+const coreAllowed = (target: string) =>
+  target === "effect" ||
+  target.startsWith("effect/") ||
+  target.startsWith("src/core/") ||
+  target.startsWith("src/ports/")
 
 const resolved = (file: string, specifier: string): string =>
   specifier.startsWith(".") ? relative(root, resolve(root, file, "..", specifier)) : specifier
 
-const violations = (dir: string, allowed: (target: string) => boolean): Array<string> =>
+const violations = (dir: string, allowed: (target: string, file: string) => boolean): Array<string> =>
   sourceFiles(dir).flatMap((file) =>
     importsOf(file)
       .map((specifier) => resolved(file, specifier))
-      .filter((target) => !allowed(target))
+      .filter((target) => !allowed(target, file))
       .map((target) => `${file} imports ${target}`)
   )
 
 describe("architecture", () => {
-  it("keeps the core free of transports, file systems, networks, adapters and generated code", () => {
+  it("keeps the core server free of transports, file systems, networks, adapters and generated code", () => {
+    assert.deepStrictEqual(violations("src/core/server", coreAllowed), [])
+  })
+
+  it("lets the client core use only node:crypto and the client payload messages beyond that", () => {
     const allowed = (target: string) =>
-      target === "effect" ||
-      target.startsWith("effect/") ||
-      target.startsWith("src/core/") ||
-      target.startsWith("src/ports/")
+      coreAllowed(target) || target === "node:crypto" || target.startsWith("src/gen/discovery/client/")
     assert.deepStrictEqual(violations("src/core", allowed), [])
   })
 
@@ -57,9 +66,19 @@ describe("architecture", () => {
     )
   })
 
-  it("detects a forbidden import (the guard itself works)", () => {
-    const allowed = (target: string) => target === "effect"
-    assert.isTrue(importsOf("test/architecture.test.ts").some((s) => !allowed(s)))
+  it("detects forbidden imports (the guard itself works)", () => {
+    const text = [
+      'import * as grpc from "@grpc/grpc-js"',
+      'import { readFile } from "node:fs"',
+      'import type { X } from "../../adapters/grpc/GrpcServer.ts"',
+      'const lazy = await import("node:http2")',
+      'import { Effect } from "effect"'
+    ].join("\n")
+    const targets = importsIn(text).map((specifier) => resolved("src/core/server/Example.ts", specifier))
+    assert.deepStrictEqual(
+      targets.filter((target) => !coreAllowed(target)),
+      ["@grpc/grpc-js", "node:fs", "src/adapters/grpc/GrpcServer.ts", "node:http2"]
+    )
   })
 })
 

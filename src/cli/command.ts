@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Config, Effect, Option } from "effect"
+import { Config, Duration, Effect, Option } from "effect"
 import { Command, Flag } from "effect/cli"
 import { defaultCaps } from "../core/server/ClusterStore.ts"
 import { parseGoDuration } from "./goDuration.ts"
@@ -15,8 +15,9 @@ const goDuration = (name: string, fallback: string) =>
   Flag.String(name).pipe(
     Flag.withDefault(fallback),
     Flag.filterMap(
-      (text) => Option.fromUndefinedOr(parseGoDuration(text)),
-      (text) => `--${name}: invalid duration ${JSON.stringify(text)} (examples: 30s, 1m, 1h30m)`
+      (text) =>
+        Option.filter(Option.fromUndefinedOr(parseGoDuration(text)), (d) => Duration.isGreaterThan(d, Duration.zero)),
+      (text) => `--${name}: ${JSON.stringify(text)} is not a positive duration (examples: 30s, 1m, 1h30m)`
     )
   )
 

@@ -145,7 +145,7 @@ describe("discovery-service command", () => {
     const status = await ended
     assert.strictEqual(status?.code, grpc.status.UNAVAILABLE)
     const [code] = (await once(server.child, "exit")) as [number | null]
-    assert.isNotNull(code)
+    assert.strictEqual(code, 0)
   })
 })
 
@@ -163,6 +163,12 @@ describe("discovery-service flags", () => {
     const { code, output } = await run(["--addr", "127.0.0.1:0", "-snapshot-path=/tmp/state.binpb"])
     assert.notStrictEqual(code, 0)
     assert.include(output, "--snapshot-path: state snapshots is not available in this build yet")
+  })
+
+  it("refuses a GC interval that is not positive", async () => {
+    const { code, output } = await run(["--addr", "127.0.0.1:0", "--gc-interval", "0s"])
+    assert.notStrictEqual(code, 0)
+    assert.include(output, "is not a positive duration")
   })
 
   it("prints the flags with --help", async () => {
