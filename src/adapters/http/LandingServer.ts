@@ -1,0 +1,234 @@
+/**
+ * The landing listener (`--landing-addr`, default `:3001`): the static landing
+ * page, the read-only `/inspect` page, `/stats`, and the `/healthz` and
+ * `/readyz` probes, served with `@effect/platform-node` over the core's
+ * `ClusterState`.
+ *
+ * Compared with the original: `/inspect` validates the cluster ID, never
+ * creates a cluster, is rate limited per client address, and answers a
+ * malformed query with 400 instead of 500; the `/stats` cache TTL is
+ * configurable (Q6, Q22).
+ *
+ * @since 0.1.0
+ */
+import { Context, Duration, Effect, Exit, Layer, Option } from "effect"
+import type { HttpServerError } from "effect/http"
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import type { NetAddress } from "effect/net"
+import { ClusterState } from "../../core/server/ClusterState.ts"
+import * as Health from "./Health.ts"
+import { boundAddress, serveOn } from "./listener.ts"
+import { inspectPage, landingPage } from "./pages.ts"
+import type { RateLimit } from "./RateLimiter.ts"
+import * as RateLimiter from "./RateLimiter.ts"
+import type { Readiness } from "./Readiness.ts"
+
+/**
+ * How the landing listener behaves; every field has a default.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface LandingOptions {
+  /** Listen address, Go style: `:3001` (every interface, the default), `127.0.0.1:0`, `[::1]:3001`. */
+  readonly address?: string | undefined
+  /** How long `/stats` keeps its count (default 1 hour, as the original); 0 recomputes on every request. */
+  readonly statsTtl?: Duration.Input | undefined
+  /** Token bucket per client address for `/inspect` (default 5 per second, burst 10), or "disabled". */
+  readonly inspectRateLimit?: RateLimit | "disabled" | undefined
+  /** Key the `/inspect` limit on the X-Real-IP header when present (default false; only behind a proxy). */
+  readonly trustXRealIp?: boolean | undefined
+  /** Key the `/inspect` limit on the first X-Forwarded-For entry when present (default false). */
+  readonly trustFirstXForwardedFor?: boolean | undefined
+  /** How long open requests may take to finish on shutdown (default 5 seconds, as the original). */
+  readonly shutdownTimeout?: Duration.Input | undefined
+}
+
+/**
+ * The default `/inspect` limit per client address: 5 requests per second,
+ * bursts of 10. Plenty for a person at a browser, too little to enumerate IDs.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const defaultInspectRateLimit: RateLimit = { perSecond: 5, burst: 10 }
+
+/**
+ * The default `/stats` cache TTL: one hour, as the original.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const defaultStatsTtl: Duration.Duration = Duration.hours(1)
+
+/**
+ * The running landing listener: where it is bound (useful with port 0).
+ *
+ * @category services
+ * @since 0.1.0
+ */
+export class LandingServer extends Context.Service<
+  LandingServer,
+  { readonly address: NetAddress.SocketAddress; readonly port: number }
+>()("talos-discovery/http/LandingServer") {}
+
+/**
+ * The query of a request parsed like Go's `url.ParseQuery`: `&`-separated,
+ * `+` is a space, and a bad `%` escape, a `;` separator or bytes that are not
+ * UTF-8 make it malformed.
+ *
+ * @category parsing
+ * @since 0.1.0
+ */
+export const parseQuery = (
+  raw: string
+):
+  | { readonly _tag: "Ok"; readonly values: ReadonlyMap<string, string> }
+  | { readonly _tag: "Malformed"; readonly message: string } => {
+  const values = new Map<string, string>()
+  for (const part of raw.split("&")) {
+    if (part === "") continue
+    if (part.includes(";")) return { _tag: "Malformed", message: "invalid semicolon separator in query" }
+    const eq = part.indexOf("=")
+    const decoded: Array<string> = []
+    for (const text of eq === -1 ? [part, ""] : [part.slice(0, eq), part.slice(eq + 1)]) {
+      const badEscape = /%(?![0-9a-fA-F]{2})/.exec(text)
+      if (badEscape !== null) {
+        return {
+          _tag: "Malformed",
+          message: `invalid URL escape ${JSON.stringify(text.slice(badEscape.index, badEscape.index + 3))}`
+        }
+      }
+      try {
+        decoded.push(decodeURIComponent(text.replaceAll("+", " ")))
+      } catch {
+        return { _tag: "Malformed", message: "invalid UTF-8 in query" }
+      }
+    }
+    const [key, value] = decoded as [string, string]
+    if (!values.has(key)) values.set(key, value)
+  }
+  return { _tag: "Ok", values }
+}
+
+/** The caller's address as the rate limit key; IPv4-mapped IPv6 becomes IPv4. */
+const clientKey = (request: HttpServerRequest.HttpServerRequest, options: LandingOptions): string => {
+  const first = (value: string | undefined) => value?.split(",")[0]?.trim() || undefined
+  const address =
+    (options.trustXRealIp ? first(request.headers["x-real-ip"]) : undefined) ??
+    (options.trustFirstXForwardedFor ? first(request.headers["x-forwarded-for"]) : undefined) ??
+    Option.getOrElse(request.remoteAddress, () => "unknown")
+  return address.startsWith("::ffff:") && address.includes(".") ? address.slice(7) : address
+}
+
+// The pages need no script and load nothing: a strict policy makes any escaping slip inert.
+const htmlHeaders = {
+  "content-security-policy":
+    "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
+  "x-content-type-options": "nosniff"
+}
+const html = (body: string, status = 200) =>
+  HttpServerResponse.text(body, { status, contentType: "text/html; charset=utf-8", headers: htmlHeaders })
+const oops = () => HttpServerResponse.text("Oops, try again", { status: 500 })
+
+const statsHeaders = { "access-control-allow-origin": "*" }
+const statsJson = (body: string, status: number) =>
+  HttpServerResponse.text(body, { status, contentType: "application/json", headers: statsHeaders })
+
+/**
+ * The `/stats` handler: `{"affiliates":N}` computed at most once per `ttl`,
+ * with concurrent recomputes collapsed into one; failures are not cached.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const makeStatsHandler = Effect.fnUntraced(function* (ttl: Duration.Input) {
+  const state = yield* ClusterState
+  const affiliates = yield* Effect.cachedWithTTL(
+    Effect.map(state.stats, (stats) => stats.affiliates),
+    (exit: Exit.Exit<number>) => (Exit.isSuccess(exit) ? ttl : Duration.zero)
+  )
+  return affiliates.pipe(
+    Effect.map((count) => statsJson(JSON.stringify({ affiliates: count }), 200)),
+    Effect.catchCause(() => Effect.succeed(statsJson(`{"error": "Oops, try again"}`, 500)))
+  )
+})
+
+/**
+ * The `/inspect` handler: form only for an empty ID, 400 with the validation
+ * message for an invalid one or a malformed query, 429 past the rate limit,
+ * else the cluster's affiliates. It reads with `ClusterState.list`, which
+ * never creates a cluster.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const makeInspectHandler = Effect.fnUntraced(function* (options: LandingOptions) {
+  const state = yield* ClusterState
+  const limit = options.inspectRateLimit ?? defaultInspectRateLimit
+  const limiter = limit === "disabled" ? undefined : RateLimiter.make(limit)
+  return Effect.gen(function* () {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    if (limiter !== undefined) {
+      const decision = yield* limiter.take(clientKey(request, options))
+      if (!decision.allowed) {
+        return HttpServerResponse.text("too many requests, try again later\n", {
+          status: 429,
+          headers: { "retry-after": String(Math.max(1, Math.ceil(decision.retryAfterMillis / 1000))) }
+        })
+      }
+    }
+    const question = request.url.indexOf("?")
+    const query = parseQuery(question === -1 ? "" : request.url.slice(question + 1))
+    if (query._tag === "Malformed") return html(inspectPage("", { _tag: "Error", message: query.message }), 400)
+    const clusterId = query.values.get("clusterID") ?? ""
+    if (clusterId === "") return html(inspectPage("", { _tag: "Form" }))
+    const listed = yield* Effect.result(state.list({ clusterId }))
+    return listed._tag === "Failure"
+      ? html(inspectPage(clusterId, { _tag: "Error", message: listed.failure.message }), 400)
+      : html(inspectPage(clusterId, { _tag: "Cluster", affiliates: listed.success }))
+  }).pipe(Effect.catchCause(() => Effect.succeed(oops())))
+})
+
+/**
+ * The site's routes: `/` (landing page), `/index.html` (301 to `/`),
+ * `/inspect`, `/stats`, `/healthz`, `/readyz`, and a plain 404 for anything
+ * else. Methods are not checked, as in the original's mux. Mount them on any
+ * `HttpRouter` (for example the main port's, for non-gRPC requests).
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export const routes = (
+  options: LandingOptions = {}
+): Layer.Layer<never, never, HttpRouter.HttpRouter | ClusterState | Readiness> =>
+  Layer.merge(
+    HttpRouter.use((router) =>
+      Effect.gen(function* () {
+        const stats = yield* makeStatsHandler(options.statsTtl ?? defaultStatsTtl)
+        const inspect = yield* makeInspectHandler(options)
+        yield* router.add("*", "/", html(landingPage))
+        yield* router.add("*", "/index.html", HttpServerResponse.redirect("/", { status: 301 }))
+        yield* router.add("*", "/inspect", inspect)
+        yield* router.add("*", "/stats", stats)
+        yield* router.add("*", "*", HttpServerResponse.text("404 page not found\n", { status: 404 }))
+      })
+    ),
+    Health.routes
+  )
+
+/**
+ * The landing listener: the site's routes on a Node HTTP server at
+ * `options.address` (default `:3001`), open while the layer is.
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export const layer = (
+  options: LandingOptions = {}
+): Layer.Layer<LandingServer, HttpServerError.ServeError, ClusterState | Readiness> =>
+  serveOn(
+    Layer.merge(routes(options), Layer.effect(LandingServer, boundAddress)),
+    options.address ?? ":3001",
+    options.shutdownTimeout
+  )

@@ -1,0 +1,14 @@
+/**
+ * The HTTP adapters, served with `@effect/platform-node`: the landing listener
+ * (landing page, `/inspect`, `/stats`, probes), the Prometheus metrics
+ * listener, and the readiness signal behind `/readyz`.
+ *
+ * @since 0.1.0
+ */
+export * as Health from "./Health.ts"
+export * as LandingServer from "./LandingServer.ts"
+export * as MetricsServer from "./MetricsServer.ts"
+export * as ProcessMetrics from "./ProcessMetrics.ts"
+export * as RateLimiter from "./RateLimiter.ts"
+export * as Readiness from "./Readiness.ts"
+export * as StateMetrics from "./StateMetrics.ts"

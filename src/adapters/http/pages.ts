@@ -1,0 +1,157 @@
+/**
+ * The HTML of the site: the static landing page and the `/inspect` page,
+ * with every dynamic value HTML-escaped and blobs shown as lowercase hex.
+ *
+ * @since 0.1.0
+ */
+import type { AffiliateView } from "../../ports/ClusterApi.ts"
+
+const escapes: Record<string, string> = {
+  "&": "&amp;",
+  "<": "&lt;",
+  ">": "&gt;",
+  '"': "&#34;",
+  "'": "&#39;"
+}
+
+/**
+ * Escapes text for HTML element content and quoted attribute values (the
+ * same five characters Go's `html/template` escapes).
+ *
+ * @category rendering
+ * @since 0.1.0
+ */
+export const escapeHtml = (text: string): string => text.replace(/[&<>"']/g, (c) => escapes[c]!)
+
+/**
+ * Bytes as lowercase hex.
+ *
+ * @category rendering
+ * @since 0.1.0
+ */
+export const toHex = (bytes: Uint8Array): string =>
+  Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length).toString("hex")
+
+const style = `
+  body { font-family: system-ui, sans-serif; max-width: 52rem; margin: 2rem auto; padding: 0 1rem; line-height: 1.5; color: #1d2330; }
+  h1 { font-size: 1.7rem; margin-bottom: 0.2rem; }
+  code, .hex { font-family: ui-monospace, monospace; font-size: 0.9rem; }
+  .hex { word-break: break-all; }
+  .affiliate { border: 1px solid #d4d9e2; border-radius: 6px; padding: 0.6rem 1rem; margin: 0.8rem 0; }
+  .affiliate h3 { margin: 0.2rem 0; font-size: 1rem; }
+  .error { color: #a1131f; }
+  .note { color: #5a6270; }
+  form { margin: 1rem 0; }
+  input[type=text] { width: 28rem; max-width: 100%; padding: 0.3rem; }
+`
+
+const page = (title: string, body: string): string => `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${escapeHtml(title)}</title>
+<style>${style}</style>
+</head>
+<body>
+${body}
+</body>
+</html>
+`
+
+/**
+ * The landing page: what the service is, how the data it holds is protected,
+ * and a link to `/inspect`.
+ *
+ * @category rendering
+ * @since 0.1.0
+ */
+export const landingPage: string = page(
+  "Discovery service",
+  `<h1>Discovery service</h1>
+<p>This is a <strong>Talos-compatible cluster discovery service</strong>. Talos Linux nodes (KubeSpan and cluster
+membership discovery) use it to find the other members of their cluster: each node publishes a small record about
+itself, called an affiliate, and watches the records of the other nodes of the same cluster.</p>
+
+<h2>How the data is protected</h2>
+<ul>
+  <li>Everything a node publishes is <strong>encrypted on the node</strong> with a key derived from the cluster's
+    secrets, before it is sent. The service never holds the key and cannot read the data.</li>
+  <li>Affiliate data is encrypted with <strong>AES-GCM</strong>.</li>
+  <li>Endpoints are encrypted with <strong>AES-ECB</strong>, one 16-byte block at a time, so that the same endpoint
+    always encrypts to the same bytes. This lets the service deduplicate endpoints without being able to read them.</li>
+  <li>Data lives <strong>in memory</strong> and expires with the time-to-live each node gives when it publishes.
+    When the operator enables them, snapshots of the state are also written to disk so that a restart does not lose
+    it.</li>
+</ul>
+
+<h2>Inspect a cluster</h2>
+<p>With a cluster ID you can see what the service holds for that cluster, as the encrypted bytes it stores:
+<a href="/inspect">inspect a cluster</a>.</p>
+`
+)
+
+const form = (clusterId: string) => `<form method="get" action="/inspect">
+  <label for="clusterID">Cluster ID</label>
+  <input type="text" id="clusterID" name="clusterID" value="${escapeHtml(clusterId)}" autocomplete="off">
+  <button type="submit">Inspect</button>
+</form>`
+
+const header = `<h1>Inspect a cluster</h1>
+<p><a href="/">Discovery service</a>. Affiliate data and endpoints are shown as the encrypted bytes the service
+stores, in hex; only the cluster's members can decrypt them.</p>`
+
+const affiliateBlock = (affiliate: AffiliateView) => {
+  const endpoints =
+    affiliate.endpoints.length === 0
+      ? `<p class="note">No endpoints.</p>`
+      : `<ul class="endpoints">\n${affiliate.endpoints
+          .map((endpoint) => `      <li class="hex endpoint">${toHex(endpoint)}</li>`)
+          .join("\n")}\n    </ul>`
+  return `<section class="affiliate">
+  <h3>Affiliate <code class="affiliate-id">${escapeHtml(affiliate.id)}</code></h3>
+  <dl>
+    <dt>Data</dt>
+    <dd class="hex data">${affiliate.data.length === 0 ? `<span class="note">empty</span>` : toHex(affiliate.data)}</dd>
+    <dt>Endpoints</dt>
+    <dd>${endpoints}</dd>
+  </dl>
+</section>`
+}
+
+/**
+ * What the inspect page shows below its form.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type InspectResult =
+  | { readonly _tag: "Form" }
+  | { readonly _tag: "Cluster"; readonly affiliates: ReadonlyArray<AffiliateView> }
+  | { readonly _tag: "Error"; readonly message: string }
+
+/**
+ * The inspect page: the form (filled with `clusterId`), then the cluster's
+ * affiliates, a note that there are none, or an error message.
+ *
+ * @category rendering
+ * @since 0.1.0
+ */
+export const inspectPage = (clusterId: string, result: InspectResult): string => {
+  let content = ""
+  switch (result._tag) {
+    case "Form":
+      break
+    case "Error":
+      content = `<p class="error">${escapeHtml(result.message)}</p>`
+      break
+    case "Cluster":
+      content =
+        `<h2>Cluster <code class="cluster-id">${escapeHtml(clusterId)}</code></h2>\n` +
+        (result.affiliates.length === 0
+          ? `<p class="note no-affiliates">No affiliate data for this cluster.</p>`
+          : `<p>${result.affiliates.length} affiliate${result.affiliates.length === 1 ? "" : "s"}.</p>\n` +
+            result.affiliates.map(affiliateBlock).join("\n"))
+  }
+  return page("Inspect a cluster", `${header}\n${form(clusterId)}\n${content}`)
+}
