@@ -5,3 +5,4 @@
  */
 export * from "./ClusterApi.ts"
 export * from "./DiscoveryError.ts"
+export * from "./SnapshotStore.ts"

@@ -106,11 +106,25 @@ describe("Affiliate", () => {
     assert.strictEqual(affiliate.endpoints.length, 2)
   })
 
-  it("counts only endpoints that are neither stored nor repeated", () => {
+  it("counts only endpoints that are neither stored nor repeated against the limit", () => {
     const affiliate = seeded()
-    assert.strictEqual(affiliate.countNewEndpoints([]), 0)
-    assert.strictEqual(affiliate.countNewEndpoints([e1, e2]), 0)
-    assert.strictEqual(affiliate.countNewEndpoints([e3, e1, endpoint(3), endpoint(4)]), 2)
+    const stored = affiliate.endpoints.length
+    assert.isFalse(affiliate.wouldExceed([], stored))
+    assert.isFalse(affiliate.wouldExceed([e1, e2], stored))
+    assert.isFalse(affiliate.wouldExceed([e3, e1, endpoint(3), endpoint(4)], stored + 2))
+    assert.isTrue(affiliate.wouldExceed([e3, e1, endpoint(3), endpoint(4)], stored + 1))
+  })
+
+  it("answers for a request of many thousands of blobs without quadratic work", () => {
+    const affiliate = seeded()
+    const known = affiliate.endpoints.map((e) => e.data)
+    const fresh = endpoint(200)
+    const many = Array.from({ length: 400_000 }, (_, i) => (i < 200_000 ? known[i % known.length]! : fresh))
+    // No clock here: the linear check answers in milliseconds, while the old quadratic one
+    // (about 10^10 comparisons for this request) would not finish within the test timeout.
+    assert.isFalse(affiliate.wouldExceed(many, 64))
+    const overflowing = Array.from({ length: 100 }, (_, i) => endpoint(i + 300)).concat(many)
+    assert.isTrue(affiliate.wouldExceed(overflowing, 64))
   })
 
   it("keeps copies of the blobs it was given", () => {

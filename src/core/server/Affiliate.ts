@@ -56,17 +56,23 @@ export class Affiliate {
     return -1
   }
 
-  /** How many of these blobs are not stored yet (duplicates in the list count once). */
-  countNewEndpoints(blobs: ReadonlyArray<Uint8Array>): number {
-    let count = 0
-    for (let i = 0; i < blobs.length; i++) {
-      const blob = blobs[i]!
+  /**
+   * Whether storing these blobs would take the affiliate past `limit`
+   * endpoints (duplicates in the list count once). It stops as soon as the
+   * answer is known, so a request with many blobs costs O(blobs × limit).
+   */
+  wouldExceed(blobs: ReadonlyArray<Uint8Array>, limit: number): boolean {
+    const room = limit - this.endpoints.length
+    const added: Array<Uint8Array> = []
+    for (const blob of blobs) {
       if (this.indexOfEndpoint(blob) !== -1) continue
-      let seenEarlier = false
-      for (let j = 0; j < i && !seenEarlier; j++) seenEarlier = sameBytes(blobs[j]!, blob)
-      if (!seenEarlier) count++
+      let seen = false
+      for (let j = 0; j < added.length && !seen; j++) seen = sameBytes(added[j]!, blob)
+      if (seen) continue
+      added.push(blob)
+      if (added.length > room) return true
     }
-    return count
+    return false
   }
 
   /**

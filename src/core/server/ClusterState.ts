@@ -20,6 +20,8 @@ import type { WatchQueue } from "./Cluster.ts"
 import type { GcReport, StoreCaps, StoreStats } from "./ClusterStore.ts"
 import { ClusterStore, defaultCaps } from "./ClusterStore.ts"
 import { Limits } from "./limits.ts"
+import type { EncodedSnapshot, SkippedRange } from "./SnapshotCodec.ts"
+import * as SnapshotCodec from "./SnapshotCodec.ts"
 import { validateAffiliateIds, validateClusterId, validateUpdate } from "./validation.ts"
 
 /**
@@ -29,6 +31,24 @@ import { validateAffiliateIds, validateClusterId, validateUpdate } from "./valid
  * @since 0.1.0
  */
 export type WatchError = InvalidArgument | ResourceExhausted | SubscriptionLost | Unavailable
+
+/**
+ * What importing a snapshot put into the state, what it dropped as already
+ * expired, and which byte ranges of the snapshot it could not load.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface SnapshotImport {
+  readonly clusters: number
+  readonly affiliates: number
+  readonly endpoints: number
+  readonly expiredAffiliates: number
+  readonly expiredEndpoints: number
+  /** Damaged or unknown parts of the snapshot, and clusters that were already in memory. */
+  readonly skipped: ReadonlyArray<SkippedRange>
+  readonly sizeBytes: number
+}
 
 /**
  * Cluster state: validated updates, deletes, lists, watches and garbage
@@ -46,6 +66,10 @@ export class ClusterState extends Context.Service<
     readonly watch: (request: ClusterRequest) => StreamT.Stream<WatchEvent, WatchError>
     readonly collectGarbage: Effect.Effect<GcReport>
     readonly stats: Effect.Effect<StoreStats>
+    /** The whole state as snapshot bytes, TTLs measured from the clock's now, in one consistent step. */
+    readonly exportSnapshot: Effect.Effect<EncodedSnapshot>
+    /** Adds the clusters of a snapshot; never fails, damaged parts are reported in `skipped`. */
+    readonly importSnapshot: (bytes: Uint8Array) => Effect.Effect<SnapshotImport>
   }
 >()("talos-discovery/ClusterState") {
   /** The state with the default caps. */
@@ -114,6 +138,34 @@ export const make = Effect.fnUntraced(function* (caps: StoreCaps) {
     collectGarbage: Clock.clockWith((clock) =>
       Effect.sync(() => store.collectGarbage(clock.currentTimeMillisUnsafe()))
     ),
-    stats: Effect.sync(() => store.stats())
+    stats: Effect.sync(() => store.stats()),
+    exportSnapshot: Clock.clockWith((clock) =>
+      Effect.sync(() => SnapshotCodec.encode(store.clusters.values(), clock.currentTimeMillisUnsafe()))
+    ),
+    importSnapshot: (bytes) =>
+      Clock.clockWith((clock) => Effect.sync(() => importSnapshot(store, bytes, clock.currentTimeMillisUnsafe())))
   })
 })
+
+const importSnapshot = (store: ClusterStore, bytes: Uint8Array, now: number): SnapshotImport => {
+  const decoded = SnapshotCodec.decode(bytes, now)
+  const skipped = [...decoded.skipped]
+  let clusters = 0
+  let affiliates = 0
+  let endpoints = 0
+  let expiredAffiliates = 0
+  let expiredEndpoints = 0
+  for (const cluster of decoded.clusters) {
+    const report = store.restore(cluster.id, cluster.affiliates.values(), now)
+    if (report === undefined) {
+      skipped.push({ offset: -1, length: 0, reason: `cluster ${JSON.stringify(cluster.id)} is already in memory` })
+      continue
+    }
+    clusters++
+    affiliates += report.affiliates
+    endpoints += report.endpoints
+    expiredAffiliates += report.expiredAffiliates
+    expiredEndpoints += report.expiredEndpoints
+  }
+  return { clusters, affiliates, endpoints, expiredAffiliates, expiredEndpoints, skipped, sizeBytes: decoded.size }
+}

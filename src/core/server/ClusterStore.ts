@@ -11,6 +11,7 @@ import { Affiliate } from "./Affiliate.ts"
 import type { WatchQueue } from "./Cluster.ts"
 import { Cluster } from "./Cluster.ts"
 import { Limits } from "./limits.ts"
+import type { AffiliateEntry } from "./SnapshotCodec.ts"
 
 /**
  * Global caps that protect the process from unbounded growth.
@@ -59,6 +60,20 @@ export interface StoreStats {
 }
 
 /**
+ * What `restore` put back: what was kept, and what had already expired and
+ * was dropped.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface RestoreReport {
+  readonly affiliates: number
+  readonly endpoints: number
+  readonly expiredAffiliates: number
+  readonly expiredEndpoints: number
+}
+
+/**
  * A watch registration: the snapshot taken when it was made.
  *
  * @category models
@@ -100,7 +115,7 @@ export class ClusterStore {
       if (cluster === undefined && this.clusters.size >= this.caps.maxClusters) return tooManyClusters()
       if (cluster !== undefined && cluster.affiliates.size >= Limits.clusterAffiliatesMax) return tooManyAffiliates()
       affiliate = new Affiliate(request.affiliateId)
-      if (affiliate.countNewEndpoints(request.endpoints) > Limits.affiliateEndpointsMax) return tooManyEndpoints()
+      if (affiliate.wouldExceed(request.endpoints, Limits.affiliateEndpointsMax)) return tooManyEndpoints()
       if (cluster === undefined) {
         cluster = new Cluster(request.clusterId, this.releaseWatch)
         this.clusters.set(cluster.id, cluster)
@@ -110,10 +125,7 @@ export class ClusterStore {
       cluster.publishUpdated(affiliate)
       return undefined
     }
-    if (request.endpoints.length > 0) {
-      const added = affiliate.countNewEndpoints(request.endpoints)
-      if (added > 0 && affiliate.endpoints.length + added > Limits.affiliateEndpointsMax) return tooManyEndpoints()
-    }
+    if (affiliate.wouldExceed(request.endpoints, Limits.affiliateEndpointsMax)) return tooManyEndpoints()
     if (affiliate.merge(request.data, request.endpoints, expiresAt)) cluster!.publishUpdated(affiliate)
     return undefined
   }
@@ -189,6 +201,38 @@ export class ClusterStore {
       for (const affiliate of cluster.affiliates.values()) endpoints += affiliate.endpoints.length
     }
     return { clusters: this.clusters.size, affiliates, endpoints, watches: this.watches }
+  }
+
+  /**
+   * Adds a cluster read back from a snapshot, without notifying anyone (no one
+   * watches yet). What has expired at `now` is dropped by GC's rules. A cluster
+   * already held is left alone and `undefined` is returned.
+   */
+  restore(clusterId: string, affiliates: Iterable<AffiliateEntry>, now: number): RestoreReport | undefined {
+    if (this.clusters.has(clusterId)) return undefined
+    const cluster = new Cluster(clusterId, this.releaseWatch)
+    let kept = 0
+    let endpoints = 0
+    let expiredAffiliates = 0
+    let expiredEndpoints = 0
+    for (const entry of affiliates) {
+      const affiliate = new Affiliate(entry.id)
+      affiliate.data = entry.data
+      affiliate.expiresAt = entry.expiresAt
+      for (const endpoint of entry.endpoints)
+        affiliate.endpoints.push({ data: endpoint.data, expiresAt: endpoint.expiresAt })
+      if (affiliate.expire(now) === "expired") {
+        expiredAffiliates++
+        expiredEndpoints += affiliate.endpoints.length
+        continue
+      }
+      expiredEndpoints += entry.endpoints.length - affiliate.endpoints.length
+      cluster.affiliates.set(affiliate.id, affiliate)
+      kept++
+      endpoints += affiliate.endpoints.length
+    }
+    this.clusters.set(clusterId, cluster)
+    return { affiliates: kept, endpoints, expiredAffiliates, expiredEndpoints }
   }
 
   /** Ends every open watch with the given failure, as on shutdown. */

@@ -1,0 +1,180 @@
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
+import { fromBinary } from "@bufbuild/protobuf"
+import { afterEach, assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Option } from "effect"
+import { TestClock } from "effect/testing"
+import type { FileHandleOps, FileSystemOps } from "../../src/adapters/storage/FileSnapshotStore.ts"
+import * as FileSnapshotStore from "../../src/adapters/storage/FileSnapshotStore.ts"
+import { encode } from "../../src/core/server/SnapshotCodec.ts"
+import { StateSnapshotSchema } from "../../src/gen/discovery/storage/discovery_pb.ts"
+import { SnapshotStore } from "../../src/ports/SnapshotStore.ts"
+import { affiliateEntry, clusterEntry, endpointEntry, now, plainState, tempDir, utf8 } from "./fixtures/snapshots.ts"
+
+const dirs: Array<() => void> = []
+afterEach(() => {
+  for (const remove of dirs.splice(0)) remove()
+})
+
+const newDir = (): string => {
+  const { dir, remove } = tempDir()
+  dirs.push(remove)
+  return dir
+}
+
+const stateA = encode(
+  [clusterEntry("a", [affiliateEntry("x", utf8("data-a"), 60, [endpointEntry(utf8("e"), 30)])])],
+  now
+).bytes
+const stateB = encode([clusterEntry("b", [affiliateEntry("y", new Uint8Array(300_000).fill(7), 90)])], now).bytes
+
+type Step = "write" | "sync" | "close" | "rename" | "mkdir" | "open"
+
+/** Node's file system, failing at `step` when saving the temporary file; a failing write first writes half its bytes. */
+const failingAt = (step: Step): FileSystemOps => {
+  const real = FileSnapshotStore.nodeFileSystem
+  const boom = () => Object.assign(new Error(`injected ${step} failure`), { code: "EIO" })
+  const wrap = (handle: FileHandleOps): FileHandleOps => ({
+    write: async (buffer, offset, length) => {
+      if (step !== "write") return handle.write(buffer, offset, length)
+      await handle.write(buffer, offset, Math.floor(length / 2))
+      throw boom()
+    },
+    sync: () => (step === "sync" ? Promise.reject(boom()) : handle.sync()),
+    close: async () => {
+      await handle.close()
+      if (step === "close") throw boom()
+    }
+  })
+  return {
+    ...real,
+    mkdir: (path, options) => (step === "mkdir" ? Promise.reject(boom()) : real.mkdir(path, options)),
+    open: async (path, flags, mode) => {
+      if (!path.endsWith(".tmp")) return real.open(path, flags, mode)
+      if (step === "open") throw boom()
+      return wrap(await real.open(path, flags, mode))
+    },
+    rename: (from, to) => (step === "rename" && from.endsWith(".tmp") ? Promise.reject(boom()) : real.rename(from, to))
+  }
+}
+
+describe("FileSnapshotStore", () => {
+  it.effect("T32: saves a file that decodes to the snapshot, loads it back, and overwrites it after a change", () =>
+    Effect.gen(function* () {
+      const path = join(newDir(), "nested", "dir", "state.binpb")
+      const store = yield* FileSnapshotStore.make({ path })
+      assert.strictEqual(store.location, path)
+      assert.isTrue(Option.isNone(yield* store.load))
+
+      yield* store.save(stateA)
+      assert.deepStrictEqual(
+        plainState(fromBinary(StateSnapshotSchema, readFileSync(path))),
+        plainState(fromBinary(StateSnapshotSchema, stateA))
+      )
+      assert.deepStrictEqual(Option.getOrThrow(yield* store.load), stateA)
+
+      yield* store.save(stateB)
+      assert.deepStrictEqual(Option.getOrThrow(yield* store.load), stateB)
+      assert.isFalse(existsSync(`${path}.tmp`))
+    })
+  )
+
+  it.effect("writes an empty snapshot as an empty file, replacing the old one (Q13)", () =>
+    Effect.gen(function* () {
+      const path = join(newDir(), "state.binpb")
+      const store = yield* FileSnapshotStore.make({ path })
+      yield* store.save(stateA)
+      yield* store.save(new Uint8Array(0))
+      assert.strictEqual(readFileSync(path).length, 0)
+      assert.deepStrictEqual(Option.getOrThrow(yield* store.load), new Uint8Array(0))
+    })
+  )
+
+  for (const step of ["write", "sync", "close", "rename", "open", "mkdir"] as const) {
+    it.effect(`keeps the previous file intact when the save fails at ${step}`, () =>
+      Effect.gen(function* () {
+        const dir = newDir()
+        const path = join(dir, "state.binpb")
+        yield* (yield* FileSnapshotStore.make({ path })).save(stateA)
+        const failing = yield* FileSnapshotStore.make({ path, fileSystem: failingAt(step) })
+        const exit = yield* Effect.exit(failing.save(stateB))
+        assert.isTrue(Exit.isFailure(exit))
+        const error = Exit.findErrorOption(exit)
+        assert.isTrue(Option.isSome(error))
+        const failure = Option.getOrThrow(error)
+        assert.strictEqual(failure._tag, "SnapshotStoreError")
+        assert.strictEqual(failure.operation, "save")
+        assert.include(failure.message, `injected ${step} failure`)
+        assert.include(failure.message, path)
+        assert.deepStrictEqual(new Uint8Array(readFileSync(path)), stateA)
+        assert.deepStrictEqual(readdirSync(dir), ["state.binpb"])
+      })
+    )
+  }
+
+  it.effect("moves a file aside under a timestamped name, never over an earlier one", () =>
+    Effect.gen(function* () {
+      const dir = newDir()
+      const path = join(dir, "state.binpb")
+      const store = yield* FileSnapshotStore.make({ path })
+      assert.isTrue(Option.isNone(yield* store.moveAside))
+      yield* TestClock.setTime(Date.UTC(2024, 0, 31, 23, 59, 59, 123))
+      writeFileSync(path, "damaged")
+      assert.deepStrictEqual(yield* store.moveAside, Option.some(`${path}.corrupt-20240131T235959.123Z`))
+      writeFileSync(path, "damaged again")
+      assert.deepStrictEqual(yield* store.moveAside, Option.some(`${path}.corrupt-20240131T235959.123Z-1`))
+      assert.isFalse(existsSync(path))
+      assert.strictEqual(readFileSync(`${path}.corrupt-20240131T235959.123Z`, "utf8"), "damaged")
+      assert.strictEqual(readFileSync(`${path}.corrupt-20240131T235959.123Z-1`, "utf8"), "damaged again")
+    })
+  )
+
+  it.effect("reports an unreadable snapshot as a load error", () =>
+    Effect.gen(function* () {
+      const dir = newDir()
+      const store = yield* FileSnapshotStore.make({ path: dir })
+      const error = yield* Effect.flip(store.load)
+      assert.strictEqual(error.operation, "load")
+      assert.include(error.message, dir)
+    })
+  )
+
+  it.effect("serves the port from its layer", () =>
+    Effect.gen(function* () {
+      const store = yield* SnapshotStore
+      yield* store.save(stateA)
+      assert.deepStrictEqual(Option.getOrThrow(yield* store.load), stateA)
+    }).pipe(Effect.provide(FileSnapshotStore.layer({ path: join(newDir(), "state.binpb") })))
+  )
+
+  it("defaults to the XDG state directory, or ~/.local/state", () => {
+    assert.strictEqual(
+      FileSnapshotStore.defaultPath({ XDG_STATE_HOME: "/xdg" }, "/home/u"),
+      "/xdg/discovery-service/state.binpb"
+    )
+    assert.strictEqual(
+      FileSnapshotStore.defaultPath({}, "/home/u"),
+      "/home/u/.local/state/discovery-service/state.binpb"
+    )
+    assert.strictEqual(
+      FileSnapshotStore.defaultPath({ XDG_STATE_HOME: "relative" }, "/home/u"),
+      "/home/u/.local/state/discovery-service/state.binpb"
+    )
+  })
+})
+
+describe("SnapshotStore.layerMemory", () => {
+  it.effect("keeps a copy of the saved bytes and moves them aside", () =>
+    Effect.gen(function* () {
+      const store = yield* SnapshotStore
+      assert.deepStrictEqual(Option.getOrThrow(yield* store.load), utf8("initial"))
+      const bytes = utf8("saved")
+      yield* store.save(bytes)
+      bytes.fill(0)
+      assert.deepStrictEqual(Option.getOrThrow(yield* store.load), utf8("saved"))
+      assert.deepStrictEqual(yield* store.moveAside, Option.some("memory.corrupt-1"))
+      assert.isTrue(Option.isNone(yield* store.load))
+      assert.isTrue(Option.isNone(yield* store.moveAside))
+    }).pipe(Effect.provide(SnapshotStore.layerMemory(utf8("initial"))))
+  )
+})
