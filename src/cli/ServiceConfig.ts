@@ -23,4 +23,17 @@ export interface ServiceConfig {
   readonly maxClusters: number
   readonly maxWatches: number
   readonly debug: boolean
+  /** Landing page, /inspect, /stats listener; empty disables it. */
+  readonly landingAddr: string
+  /** /metrics, /healthz, /readyz listener; empty disables it. */
+  readonly metricsAddr: string
+  readonly statsCacheTtl: Duration.Duration
+  readonly snapshotsEnabled: boolean
+  readonly snapshotPath: string
+  readonly snapshotInterval: Duration.Duration
+  /** TLS key pair; both empty means plaintext h2c. */
+  readonly certificatePath: string
+  readonly keyPath: string
+  /** Per-client-address token bucket, or false for none. */
+  readonly rateLimit: { readonly rate: number; readonly burst: number; readonly maxWait: Duration.Duration } | false
 }

@@ -7,6 +7,7 @@
  */
 import { Config, Duration, Effect, Option } from "effect"
 import { Command, Flag } from "effect/cli"
+import { FileSnapshotStore } from "../adapters/storage/index.ts"
 import { defaultCaps } from "../core/server/ClusterStore.ts"
 import { parseGoDuration } from "./goDuration.ts"
 import type { ServiceConfig } from "./ServiceConfig.ts"
@@ -74,6 +75,52 @@ export const flags = {
       `most Watch streams open at once; beyond it new watches get RESOURCE_EXHAUSTED (default ${defaultCaps.maxWatches})`
     )
   ),
+  landingAddr: Flag.String("landing-addr").pipe(
+    Flag.withDescription("listen address of the landing page, /inspect and /stats; empty disables it (default :3001)"),
+    Flag.withDefault(":3001")
+  ),
+  metricsAddr: Flag.String("metrics-addr").pipe(
+    Flag.withDescription("listen address of /metrics, /healthz and /readyz; empty disables it (default :2122)"),
+    Flag.withDefault(":2122")
+  ),
+  statsCacheTtl: goDuration("stats-cache-ttl", "1h").pipe(
+    Flag.withDescription("how long /stats reuses its count, as a Go duration (default 1h)")
+  ),
+  snapshotsEnabled: Flag.Boolean("snapshots-enabled").pipe(
+    Flag.withDescription("load the state at start, save it periodically and at shutdown (default true)"),
+    Flag.withDefault(true)
+  ),
+  snapshotPath: Flag.String("snapshot-path").pipe(
+    Flag.withDescription(`snapshot file (default ${FileSnapshotStore.defaultPath()})`),
+    Flag.withDefault(FileSnapshotStore.defaultPath())
+  ),
+  snapshotInterval: goDuration("snapshot-interval", "10m").pipe(
+    Flag.withDescription("period between snapshot saves, as a Go duration (default 10m)")
+  ),
+  certificatePath: Flag.String("certificate-path").pipe(
+    Flag.withDescription(
+      "PEM certificate for TLS, reloaded when it changes; needs --key-path (default: plaintext h2c)"
+    ),
+    Flag.withDefault("")
+  ),
+  keyPath: Flag.String("key-path").pipe(
+    Flag.withDescription("PEM private key for TLS, reloaded when it changes; needs --certificate-path"),
+    Flag.withDefault("")
+  ),
+  rateLimitRps: Flag.Finite("rate-limit-rps").pipe(
+    Flag.withDescription("requests per second each client address may make; 0 turns rate limiting off (default 15)"),
+    Flag.withDefault(15),
+    Flag.filter(
+      (n) => n >= 0,
+      (n) => `--rate-limit-rps must not be negative, got ${n}`
+    )
+  ),
+  rateLimitBurst: positiveInt("rate-limit-burst", 60).pipe(
+    Flag.withDescription("requests a client address may make at once before the rate applies (default 60)")
+  ),
+  rateLimitMaxWait: goDuration("rate-limit-max-wait", "10s").pipe(
+    Flag.withDescription("longest a call waits for its turn before RESOURCE_EXHAUSTED, as a Go duration (default 10s)")
+  ),
   debug: Flag.Boolean("debug").pipe(
     Flag.withDescription("human-readable logs at debug level instead of JSON lines; MODE=dev does the same"),
     Flag.withFallbackConfig(Config.String("MODE").pipe(Config.map((mode) => mode === "dev"))),
@@ -90,36 +137,8 @@ export const flags = {
  * @since 0.1.0
  */
 export const pendingFlags = {
-  landingAddr: Flag.String("landing-addr").pipe(
-    Flag.withDescription("not available yet (landing page); only an empty value is accepted"),
-    Flag.optional
-  ),
-  metricsAddr: Flag.String("metrics-addr").pipe(
-    Flag.withDescription("not available yet (Prometheus metrics); only an empty value is accepted"),
-    Flag.optional
-  ),
   debugAddr: Flag.String("debug-addr").pipe(
     Flag.withDescription("not available (pprof server of Go debug builds); only an empty value is accepted"),
-    Flag.optional
-  ),
-  snapshotsEnabled: Flag.Boolean("snapshots-enabled").pipe(
-    Flag.withDescription("not available yet (state snapshots); only false is accepted"),
-    Flag.optional
-  ),
-  snapshotPath: Flag.String("snapshot-path").pipe(
-    Flag.withDescription("not available yet (state snapshots)"),
-    Flag.optional
-  ),
-  snapshotInterval: Flag.String("snapshot-interval").pipe(
-    Flag.withDescription("not available yet (state snapshots)"),
-    Flag.optional
-  ),
-  certificatePath: Flag.String("certificate-path").pipe(
-    Flag.withDescription("not available yet (TLS); put a TLS-terminating proxy in front meanwhile"),
-    Flag.optional
-  ),
-  keyPath: Flag.String("key-path").pipe(
-    Flag.withDescription("not available yet (TLS); put a TLS-terminating proxy in front meanwhile"),
     Flag.optional
   )
 }
@@ -131,14 +150,7 @@ export const pendingFlags = {
  * @since 0.1.0
  */
 export interface Pending {
-  readonly landingAddr: Option.Option<string>
-  readonly metricsAddr: Option.Option<string>
   readonly debugAddr: Option.Option<string>
-  readonly snapshotsEnabled: Option.Option<boolean>
-  readonly snapshotPath: Option.Option<string>
-  readonly snapshotInterval: Option.Option<string>
-  readonly certificatePath: Option.Option<string>
-  readonly keyPath: Option.Option<string>
 }
 
 /**
@@ -155,19 +167,7 @@ export const refusals = (pending: Pending): Array<string> => {
       problems.push(`--${name}: ${feature} is not available in this build yet; only --${name}="" is accepted`)
     }
   }
-  const never = (name: string, value: Option.Option<string>, feature: string) => {
-    if (Option.isSome(value)) problems.push(`--${name}: ${feature} is not available in this build yet`)
-  }
-  emptyOnly("landing-addr", pending.landingAddr, "the landing page")
-  emptyOnly("metrics-addr", pending.metricsAddr, "the metrics endpoint")
   emptyOnly("debug-addr", pending.debugAddr, "the debug server")
-  if (Option.isSome(pending.snapshotsEnabled) && pending.snapshotsEnabled.value) {
-    problems.push("--snapshots-enabled: state snapshots are not available in this build yet; state lives in memory")
-  }
-  never("snapshot-path", pending.snapshotPath, "state snapshots")
-  never("snapshot-interval", pending.snapshotInterval, "state snapshots")
-  never("certificate-path", pending.certificatePath, "TLS")
-  never("key-path", pending.keyPath, "TLS")
   return problems
 }
 
@@ -190,12 +190,25 @@ export const make = <E, R>(serve: (config: ServiceConfig) => Effect.Effect<void,
       disableClientIpReporting: parsed.disableClientIpReporting,
       maxClusters: parsed.maxClusters,
       maxWatches: parsed.maxWatches,
-      debug: parsed.debug
+      debug: parsed.debug,
+      landingAddr: parsed.landingAddr,
+      metricsAddr: parsed.metricsAddr,
+      statsCacheTtl: parsed.statsCacheTtl,
+      snapshotsEnabled: parsed.snapshotsEnabled,
+      snapshotPath: parsed.snapshotPath,
+      snapshotInterval: parsed.snapshotInterval,
+      certificatePath: parsed.certificatePath,
+      keyPath: parsed.keyPath,
+      rateLimit:
+        parsed.rateLimitRps === 0
+          ? false
+          : { rate: parsed.rateLimitRps, burst: parsed.rateLimitBurst, maxWait: parsed.rateLimitMaxWait }
     })
   }).pipe(
     Command.withDescription(
       "Talos-compatible cluster discovery service: nodes of a cluster publish encrypted data about themselves " +
-        "and watch the other members. State is held in memory with the TTLs the clients give."
+        "and watch the other members. State is held in memory with the TTLs the clients give, and saved to a " +
+        "snapshot file."
     )
   )
 

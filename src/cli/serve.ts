@@ -1,12 +1,19 @@
 /**
- * Turns the command's settings into running layers: the core, the gRPC server
- * over it, and the logger.
+ * Turns the command's settings into running layers: the core with its
+ * snapshots, the gRPC server over it, the HTTP listeners and the logger. The
+ * snapshot loads before the port opens; on the way out the server stops
+ * first, then the HTTP listeners, then the final snapshot is written.
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Layer, Logger, References } from "effect"
+import { Duration, Effect, Exit, Layer, Logger, Option, References, Scope } from "effect"
 import * as DiscoveryServer from "../core/server/DiscoveryServer.ts"
 import * as GrpcServer from "../adapters/grpc/GrpcServer.ts"
+import * as Tls from "../adapters/grpc/tls.ts"
+import { LandingServer, MetricsServer, Readiness } from "../adapters/http/index.ts"
+import { FileSnapshotStore } from "../adapters/storage/index.ts"
+import type { ClusterState } from "../core/server/ClusterState.ts"
+import { SnapshotService } from "../core/server/SnapshotService.ts"
 import type { ServiceConfig } from "./ServiceConfig.ts"
 
 /**
@@ -37,17 +44,54 @@ export const loggerLayer = (debug: boolean): Layer.Layer<never> =>
     Layer.succeed(References.MinimumLogLevel, debug ? "Debug" : "Info")
   )
 
-const serverOn = (config: ServiceConfig) => {
-  const [first, ...rest] = listenAddresses(config.addr)
-  const options = {
-    trustXRealIp: config.trustXRealIp,
-    trustXForwardedFor: config.trustFirstXForwardedFor
-  }
-  return rest.reduce(
-    (server, address) => Effect.catchTag(server, "BindError", () => GrpcServer.make({ ...options, address })),
-    GrpcServer.make({ ...options, address: first! })
+/** Binds the first address that works; a failed attempt's server is shut down at once. */
+const serverOn = (config: ServiceConfig) =>
+  Effect.gen(function* () {
+    const outer = yield* Effect.scope
+    const tls = Tls.paths({ certificatePath: config.certificatePath, keyPath: config.keyPath })
+    if (tls instanceof Tls.TlsError) return yield* tls
+    const credentials = tls === undefined ? undefined : yield* Tls.watchedCredentials(tls.certificatePath, tls.keyPath)
+    const addresses = listenAddresses(config.addr)
+    for (let i = 0; ; i++) {
+      const attempt = yield* Scope.fork(outer)
+      const exit = yield* GrpcServer.make({
+        address: addresses[i]!,
+        credentials,
+        trustXRealIp: config.trustXRealIp,
+        trustXForwardedFor: config.trustFirstXForwardedFor,
+        rateLimit: config.rateLimit,
+        shutdownTimeout: "4 seconds"
+      }).pipe(Scope.provide(attempt), Effect.exit)
+      if (Exit.isSuccess(exit)) return exit.value
+      yield* Scope.close(attempt, exit)
+      if (i === addresses.length - 1) return yield* exit
+    }
+  })
+
+/** The HTTP listeners; an empty address leaves one out. */
+const httpLayers = (config: ServiceConfig) =>
+  Layer.mergeAll(
+    config.metricsAddr === ""
+      ? Layer.empty
+      : MetricsServer.layer({ address: config.metricsAddr, shutdownTimeout: "1 second" }),
+    config.landingAddr === ""
+      ? Layer.empty
+      : LandingServer.layer({
+          address: config.landingAddr,
+          statsTtl: config.statsCacheTtl,
+          trustXRealIp: config.trustXRealIp,
+          trustFirstXForwardedFor: config.trustFirstXForwardedFor,
+          shutdownTimeout: "1 second"
+        })
   )
-}
+
+/** Snapshot load (when built) and saves (periodic, and final after the server stopped). */
+const snapshotLayer = (config: ServiceConfig): Layer.Layer<never, never, ClusterState> =>
+  config.snapshotsEnabled
+    ? SnapshotService.layer({ interval: config.snapshotInterval, finalSaveTimeout: "4 seconds" }).pipe(
+        Layer.provide(FileSnapshotStore.layer({ path: config.snapshotPath }))
+      )
+    : Layer.empty
 
 /**
  * Runs the service until interrupted (SIGINT or SIGTERM under `runMain`); on
@@ -59,10 +103,20 @@ const serverOn = (config: ServiceConfig) => {
 export const serve = (config: ServiceConfig) =>
   Effect.gen(function* () {
     const server = yield* serverOn(config)
+    yield* Readiness.readyUntilClosed
+    const landing = yield* Effect.serviceOption(LandingServer.LandingServer)
+    const metrics = yield* Effect.serviceOption(MetricsServer.MetricsServer)
     yield* Effect.logInfo("discovery service listening").pipe(
       Effect.annotateLogs({
         addr: config.addr,
         port: server.port,
+        landing_port: Option.getOrUndefined(Option.map(landing, (l) => l.port)),
+        metrics_port: Option.getOrUndefined(Option.map(metrics, (m) => m.port)),
+        landing_addr: config.landingAddr,
+        metrics_addr: config.metricsAddr,
+        snapshots: config.snapshotsEnabled ? config.snapshotPath : "disabled",
+        tls: config.certificatePath !== "",
+        rate_limit: config.rateLimit === false ? "off" : `${config.rateLimit.rate}/s burst ${config.rateLimit.burst}`,
         gc_interval: Duration.format(config.gcInterval),
         redirect_endpoint: config.redirectEndpoint,
         trust_x_real_ip: config.trustXRealIp,
@@ -75,13 +129,21 @@ export const serve = (config: ServiceConfig) =>
     return yield* Effect.never
   }).pipe(
     Effect.scoped,
+    Effect.provide(httpLayers(config)),
     Effect.provide(
-      DiscoveryServer.layer({
-        reportClientIp: !config.disableClientIpReporting,
-        gcInterval: config.gcInterval,
-        redirectEndpoint: config.redirectEndpoint,
-        caps: { maxClusters: config.maxClusters, maxWatches: config.maxWatches }
-      })
+      Layer.mergeAll(
+        snapshotLayer(config).pipe(
+          Layer.provideMerge(
+            DiscoveryServer.layer({
+              reportClientIp: !config.disableClientIpReporting,
+              gcInterval: config.gcInterval,
+              redirectEndpoint: config.redirectEndpoint,
+              caps: { maxClusters: config.maxClusters, maxWatches: config.maxWatches }
+            })
+          )
+        ),
+        Readiness.Readiness.layer
+      )
     ),
     Effect.provide(loggerLayer(config.debug))
   )

@@ -27,9 +27,12 @@ const loopback = (options: ServerOptions = {}): Layer.Layer<ClusterApi | Cluster
   Layer.effectContext(
     Effect.gen(function* () {
       const core = yield* Layer.build(TestDiscovery.layer(options))
-      const { port } = yield* GrpcServer.make({ address: "127.0.0.1:0", shutdownTimeout: "1 second" }).pipe(
-        Effect.provide(core)
-      )
+      // No rate limiting: the suite makes over a thousand calls from one address and its TestClock never refills a bucket.
+      const { port } = yield* GrpcServer.make({
+        address: "127.0.0.1:0",
+        shutdownTimeout: "1 second",
+        rateLimit: false
+      }).pipe(Effect.provide(core))
       const api = yield* GrpcClient.make({ endpoint: `127.0.0.1:${port}`, tls: false })
       return Context.make(ClusterApi, api).pipe(Context.add(ClusterState, Context.get(core, ClusterState)))
     })

@@ -1,37 +1,58 @@
 /**
  * Black-box test of the `discovery-service` command: it is started as a child
- * process on a loopback port, and a generic gRPC client that knows only the
+ * process on loopback ports, and a generic gRPC client that knows only the
  * files in proto/ (loaded at run time by @grpc/proto-loader) calls all five
- * RPCs, then SIGTERM ends an open watch with UNAVAILABLE.
+ * RPCs, then SIGTERM ends an open watch with UNAVAILABLE and the process exits
+ * 0. The HTTP listeners answer, and the state survives a restart through the
+ * snapshot file.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { once } from "node:events"
-import { resolve } from "node:path"
+import { mkdtempSync, readFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join, resolve } from "node:path"
 import { createInterface } from "node:readline"
+import { fromBinary } from "@bufbuild/protobuf"
 import * as grpc from "@grpc/grpc-js"
 import * as protoLoader from "@grpc/proto-loader"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { StateSnapshotSchema } from "../../src/gen/discovery/storage/discovery_pb.ts"
 
 const root = resolve(import.meta.dirname, "../..")
 
 interface Started {
   readonly child: ChildProcess
   readonly port: number
+  readonly landingPort: number
+  readonly metricsPort: number
   readonly lines: Array<string>
 }
 
-const start = async (args: ReadonlyArray<string>): Promise<Started> => {
-  const child = spawn(process.execPath, ["src/cli/main.ts", ...args], { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
+const scratch = mkdtempSync(join(tmpdir(), "discovery-e2e-"))
+
+/** Starts the command on loopback ports chosen by the system, with a snapshot file in a scratch directory. */
+const start = async (args: ReadonlyArray<string>, snapshotPath = join(scratch, "state.binpb")): Promise<Started> => {
+  const defaults = ["--landing-addr=127.0.0.1:0", "--metrics-addr=127.0.0.1:0", `--snapshot-path=${snapshotPath}`]
+  const child = spawn(process.execPath, ["src/cli/main.ts", ...defaults, ...args], {
+    cwd: root,
+    stdio: ["ignore", "pipe", "pipe"]
+  })
   const lines: Array<string> = []
-  const port = await new Promise<number>((resolvePort, reject) => {
+  const ports = await new Promise<Record<string, number>>((resolvePorts, reject) => {
     createInterface({ input: child.stdout! }).on("line", (line) => {
       lines.push(line)
-      const entry = JSON.parse(line) as { message: unknown; annotations: Record<string, unknown> }
-      if (entry.message === "discovery service listening") resolvePort(entry.annotations.port as number)
+      const entry = JSON.parse(line) as { message: unknown; annotations: Record<string, number> }
+      if (entry.message === "discovery service listening") resolvePorts(entry.annotations)
     })
     child.on("exit", (code) => reject(new Error(`exited with ${code}: ${lines.join("\n")}`)))
   })
-  return { child, port, lines }
+  return { child, port: ports.port!, landingPort: ports.landing_port!, metricsPort: ports.metrics_port!, lines }
+}
+
+const stop = async (started: Started): Promise<number | null> => {
+  started.child.kill("SIGTERM")
+  const [code] = (await once(started.child, "exit")) as [number | null]
+  return code
 }
 
 const loadClient = (port: number) => {
@@ -141,11 +162,95 @@ describe("discovery-service command", () => {
       ]
     )
 
-    server.child.kill("SIGTERM")
+    const code = stop(server)
     const status = await ended
     assert.strictEqual(status?.code, grpc.status.UNAVAILABLE)
-    const [code] = (await once(server.child, "exit")) as [number | null]
-    assert.strictEqual(code, 0)
+    assert.strictEqual(await code, 0)
+  })
+})
+
+const ttls = (path: string): Map<string, number> => {
+  const snapshot = fromBinary(StateSnapshotSchema, readFileSync(path))
+  const result = new Map<string, number>()
+  for (const cluster of snapshot.clusters) {
+    for (const affiliate of cluster.affiliates) {
+      result.set(`${cluster.id}/${affiliate.id}`, Number(affiliate.ttl?.seconds ?? 0n))
+      for (const [i, endpoint] of affiliate.endpoints.entries()) {
+        result.set(`${cluster.id}/${affiliate.id}/${i}`, Number(endpoint.ttl?.seconds ?? 0n))
+      }
+    }
+  }
+  return result
+}
+
+describe("discovery-service operations", () => {
+  it("serves the landing page, stats, metrics and readiness next to gRPC", async () => {
+    const server = await start(["--addr", "127.0.0.1:0"], join(scratch, "ops.binpb"))
+    try {
+      const client = loadClient(server.port)
+      await call(client, "AffiliateUpdate", { cluster_id: "ops", affiliate_id: "a", ttl: { seconds: 60 } })
+      client.close()
+      const landing = await fetch(`http://127.0.0.1:${server.landingPort}/`)
+      assert.strictEqual(landing.status, 200)
+      assert.include(await landing.text(), "discovery service")
+      const stats = await fetch(`http://127.0.0.1:${server.landingPort}/stats`)
+      assert.strictEqual(await stats.text(), '{"affiliates":1}')
+      assert.strictEqual((await fetch(`http://127.0.0.1:${server.metricsPort}/readyz`)).status, 200)
+      const metrics = await (await fetch(`http://127.0.0.1:${server.metricsPort}/metrics`)).text()
+      for (const line of [
+        "discovery_state_affiliates 1",
+        'discovery_storage_operations_total{operation="load",status="success"} 1',
+        'grpc_server_handled_total{grpc_code="OK",grpc_method="AffiliateUpdate",grpc_service="sidero.discovery.server.Cluster",grpc_type="unary"} 1'
+      ]) {
+        assert.include(metrics, line)
+      }
+    } finally {
+      assert.strictEqual(await stop(server), 0)
+    }
+  })
+
+  it("keeps affiliates, endpoints and TTLs across a restart", async () => {
+    const path = join(scratch, "restart.binpb")
+    const first = await start(["--addr", "127.0.0.1:0"], path)
+    const client = loadClient(first.port)
+    await call(client, "AffiliateUpdate", {
+      cluster_id: "restart",
+      affiliate_id: "node-1",
+      affiliate_data: Buffer.from("sealed-1"),
+      affiliate_endpoints: [Buffer.alloc(16, 1), Buffer.alloc(32, 2)],
+      ttl: { seconds: 600 }
+    })
+    await call(client, "AffiliateUpdate", {
+      cluster_id: "restart",
+      affiliate_id: "node-2",
+      affiliate_data: Buffer.from("sealed-2"),
+      ttl: { seconds: 90 }
+    })
+    const before = (await call(client, "List", { cluster_id: "restart" })).affiliates
+    client.close()
+    assert.strictEqual(await stop(first), 0)
+    const saved = ttls(path)
+    const savedAt = Date.now()
+
+    const second = await start(["--addr", "127.0.0.1:0"], path)
+    const again = loadClient(second.port)
+    const after = (await call(again, "List", { cluster_id: "restart" })).affiliates
+    again.close()
+    assert.strictEqual(await stop(second), 0)
+    const elapsed = (Date.now() - savedAt) / 1000
+
+    const byId = (list: ReadonlyArray<Affiliate>) =>
+      [...list]
+        .sort((a, b) => a.id.localeCompare(b.id))
+        .map((a) => [a.id, Buffer.from(a.data).toString("hex"), a.endpoints.map((e) => Buffer.from(e).toString("hex"))])
+    assert.deepStrictEqual(byId(after), byId(before))
+    const resaved = ttls(path)
+    assert.deepStrictEqual([...resaved.keys()].sort(), [...saved.keys()].sort())
+    for (const [key, ttl] of saved) {
+      const lost = ttl - resaved.get(key)!
+      assert.isAtLeast(lost, 0, key)
+      assert.isAtMost(lost, elapsed + 1, key)
+    }
   })
 })
 
@@ -159,10 +264,10 @@ describe("discovery-service flags", () => {
     return { code, output }
   }
 
-  it("refuses a flag whose feature is not built yet", async () => {
-    const { code, output } = await run(["--addr", "127.0.0.1:0", "-snapshot-path=/tmp/state.binpb"])
+  it("refuses a flag whose feature is not built", async () => {
+    const { code, output } = await run(["--addr", "127.0.0.1:0", "-debug-addr=:2123"])
     assert.notStrictEqual(code, 0)
-    assert.include(output, "--snapshot-path: state snapshots is not available in this build yet")
+    assert.include(output, "--debug-addr: the debug server is not available in this build yet")
   })
 
   it("refuses a GC interval that is not positive", async () => {

@@ -48,7 +48,14 @@ for (const server of servers) {
       return started
     }
     const client = async (endpoint: string, clusterId: string, affiliateId: string, key: Uint8Array) => {
-      const created = await createDiscoveryClient({ endpoint, clusterId, affiliateId, key, ttl: "1 minute", tls: false })
+      const created = await createDiscoveryClient({
+        endpoint,
+        clusterId,
+        affiliateId,
+        key,
+        ttl: "1 minute",
+        tls: false
+      })
       clients.push(created)
       return created
     }

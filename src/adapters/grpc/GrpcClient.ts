@@ -37,7 +37,11 @@ import { fromServiceError } from "./status.ts"
 export interface ClientOptions {
   /** The service's `host:port`, e.g. `discovery.talos.dev:443`. */
   readonly endpoint: string
-  /** TLS with system roots (true, the default), plaintext h2c (false), or explicit credentials. */
+  /**
+   * TLS with system roots (true, the default), plaintext h2c (false), or
+   * explicit credentials, e.g. `grpc.credentials.createSsl(caPem)` to trust a
+   * private CA or a self-signed server certificate.
+   */
   readonly tls?: boolean | grpc.ChannelCredentials | undefined
   /** Interval of keepalive pings while calls are open (default 30 seconds; servers may refuse under 10 s). */
   readonly keepaliveTime?: Duration.Input | undefined

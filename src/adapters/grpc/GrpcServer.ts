@@ -6,11 +6,18 @@
  * instead of growing memory; closing ends every open call with UNAVAILABLE so
  * clients reconnect.
  *
+ * Every call goes through the original's chain (PROTOCOL.md §3.2), outermost
+ * first: the request log, the per-client rate limiter, the metrics, then the
+ * handler; so a call the limiter refuses is logged but not counted. The
+ * standalone server adds TLS with certificate reload, the standard health
+ * service and server reflection.
+ *
  * @since 0.1.0
  */
 import { create } from "@bufbuild/protobuf"
 import * as grpc from "@grpc/grpc-js"
-import { Context, Duration, Effect, Exit, Fiber, Layer, Schema, Scope, Stream } from "effect"
+import type { Metric } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Exit, Fiber, Layer, Result, Schema, Scope, Stream } from "effect"
 import type {
   AffiliateDeleteRequest as ProtoAffiliateDeleteRequest,
   AffiliateDeleteResponse as ProtoAffiliateDeleteResponse,
@@ -28,8 +35,8 @@ import { ClusterApi } from "../../ports/ClusterApi.ts"
 import type { DiscoveryError } from "../../ports/DiscoveryError.ts"
 import { shuttingDownMessage, Unavailable } from "../../ports/DiscoveryError.ts"
 import type { TrustOptions } from "./clientAddress.ts"
-import { clientAddress } from "./clientAddress.ts"
-import { ClusterService } from "./ClusterService.ts"
+import { clientAddress, formatIp, limiterKey } from "./clientAddress.ts"
+import { ClusterService, serviceName } from "./ClusterService.ts"
 import type { DecodedRequest } from "./codec.ts"
 import {
   affiliateDeleteRequestFromProto,
@@ -41,7 +48,19 @@ import {
   helloResponseToProto,
   listResponseToProto
 } from "./codec.ts"
+import * as Health from "./health.ts"
+import type { MethodMetrics } from "./metrics.ts"
+import { clusterMetrics, helloRequests, parseVersion, seed } from "./metrics.ts"
+import type { RateLimitOptions } from "./rateLimit.ts"
+import * as RateLimit from "./rateLimit.ts"
+import * as Reflection from "./reflection.ts"
+import type { GrpcStatus } from "./status.ts"
 import { fromCause } from "./status.ts"
+import type { TlsOptions } from "./tls.ts"
+import * as Tls from "./tls.ts"
+import { TlsError } from "./tls.ts"
+
+export { TlsError } from "./tls.ts"
 
 /**
  * How the handlers treat calls.
@@ -55,6 +74,31 @@ export interface HandlerOptions extends TrustOptions {
    * well below the 4 MiB a client accepts; a full cluster is about 4.6 MB).
    */
   readonly snapshotBudget?: number | undefined
+  /**
+   * Per-client rate limiting (default on: 15 calls per second, bursts of 60,
+   * waits of at most 10 seconds; see `RateLimitOptions`); `false` turns it
+   * off. Clients are told apart by the address of `clientAddress`, so the
+   * trust settings decide whether a proxy header can pick the bucket. A call
+   * whose address is unknown is not limited.
+   */
+  readonly rateLimit?: RateLimitOptions | false | undefined
+  /**
+   * One log line per call through Effect's logger (default true): the method
+   * path as the message and the annotations `peer.address`, `code`,
+   * `duration` (seconds), `error` (when failed), `cluster_id`, `affiliate_id`
+   * (AffiliateUpdate, AffiliateDelete) and `client_version` (Hello). `code`
+   * is the grpc-js status name (`OK`, `INVALID_ARGUMENT`, …); a Watch the
+   * client cancels is `OK`, a unary call it cancels `CANCELLED`. Info level,
+   * Error when the call failed (not when it was cut short by the client or by
+   * shutdown); a Watch is logged when it ends. Blobs are never logged.
+   */
+  readonly requestLog?: boolean | undefined
+  /**
+   * The original's `grpc_server_*` metrics and
+   * `discovery_server_hello_requests_total` in the context's metric registry
+   * (default true), created at zero when mounted.
+   */
+  readonly metrics?: boolean | undefined
 }
 
 /**
@@ -66,8 +110,18 @@ export interface HandlerOptions extends TrustOptions {
 export interface ServerOptions extends HandlerOptions {
   /** `host:port` to listen on (default `0.0.0.0:3000`; port 0 picks a free one). */
   readonly address?: string | undefined
-  /** Transport security (default plaintext h2c). */
+  /** Transport security as grpc-js credentials (default plaintext h2c). Not together with `tls`. */
   readonly credentials?: grpc.ServerCredentials | undefined
+  /**
+   * TLS from a PEM certificate file and key file, reloaded when they change
+   * (default plaintext). Both paths or neither; not together with
+   * `credentials`.
+   */
+  readonly tls?: TlsOptions | undefined
+  /** Serve `grpc.health.v1.Health` (default true): SERVING until shutdown begins, then NOT_SERVING. */
+  readonly health?: boolean | undefined
+  /** Serve gRPC server reflection, v1 and v1alpha (default true), so grpcurl needs no proto files. */
+  readonly reflection?: boolean | undefined
   /** How long a graceful stop may take before open connections are cut (default 5 seconds). */
   readonly shutdownTimeout?: Duration.Input | undefined
   /** Extra grpc-js server options, applied over `serverChannelOptions`. */
@@ -121,7 +175,12 @@ export class GrpcServer extends Context.Service<
   }
 >()("talos-discovery/grpc/GrpcServer") {}
 
-type Call = NodeJS.EventEmitter & { readonly cancelled: boolean }
+type Call = NodeJS.EventEmitter & {
+  readonly cancelled: boolean
+  readonly metadata: grpc.Metadata
+  getPeer(): string
+  getDeadline(): grpc.Deadline
+}
 
 type WatchCall = grpc.ServerWritableStream<DecodedRequest<ProtoWatchRequest>, Uint8Array>
 
@@ -166,11 +225,84 @@ const watchReply =
 const updateResponse: ProtoAffiliateUpdateResponse = create(AffiliateUpdateResponseSchema)
 const deleteResponse: ProtoAffiliateDeleteResponse = create(AffiliateDeleteResponseSchema)
 
+const ok: GrpcStatus = { code: grpc.status.OK, details: "" }
+const cancelled: GrpcStatus = { code: grpc.status.CANCELLED, details: "call cancelled by the client" }
+
+/**
+ * The status a call ended with as the log and the metrics report it: a
+ * client's cancel is OK for a Watch (that is how a watch ends) and CANCELLED
+ * for a unary call; an interrupt without one is the server shutting down.
+ */
+const statusOf = (exit: Exit.Exit<unknown, DiscoveryError>, call: Call, streaming: boolean): GrpcStatus => {
+  if (Exit.isSuccess(exit)) return ok
+  if (call.cancelled && Cause.hasInterruptsOnly(exit.cause)) return streaming ? ok : cancelled
+  return fromCause(exit.cause)
+}
+
+/** Milliseconds left until the call's deadline (real time), `Infinity` without one. */
+const timeLeft = (call: Call): number => {
+  const deadline = call.getDeadline()
+  const at = deadline instanceof Date ? deadline.getTime() : deadline
+  return at === Number.POSITIVE_INFINITY ? at : at - Date.now()
+}
+
+/** What the chain needs to know about one method. */
+interface Method<Request> {
+  readonly path: string
+  readonly streaming: boolean
+  readonly metrics: MethodMetrics
+  /** The request's fields for the log line: IDs and the client version, never blobs. */
+  readonly fields: (request: Request) => Record<string, string>
+}
+
+const clusterFields = (request: { readonly clusterId: string }) => ({ cluster_id: request.clusterId })
+const affiliateFields = (request: { readonly clusterId: string; readonly affiliateId: string }) => ({
+  cluster_id: request.clusterId,
+  affiliate_id: request.affiliateId
+})
+
+const methods = {
+  Hello: {
+    path: ClusterService.Hello.path,
+    streaming: false,
+    metrics: clusterMetrics.Hello,
+    fields: (request: ProtoHelloRequest) => ({ cluster_id: request.clusterId, client_version: request.clientVersion })
+  } satisfies Method<ProtoHelloRequest>,
+  AffiliateUpdate: {
+    path: ClusterService.AffiliateUpdate.path,
+    streaming: false,
+    metrics: clusterMetrics.AffiliateUpdate,
+    fields: affiliateFields
+  } satisfies Method<ProtoAffiliateUpdateRequest>,
+  AffiliateDelete: {
+    path: ClusterService.AffiliateDelete.path,
+    streaming: false,
+    metrics: clusterMetrics.AffiliateDelete,
+    fields: affiliateFields
+  } satisfies Method<ProtoAffiliateDeleteRequest>,
+  List: {
+    path: ClusterService.List.path,
+    streaming: false,
+    metrics: clusterMetrics.List,
+    fields: clusterFields
+  } satisfies Method<ProtoListRequest>,
+  Watch: {
+    path: ClusterService.Watch.path,
+    streaming: true,
+    metrics: clusterMetrics.Watch,
+    fields: clusterFields
+  } satisfies Method<ProtoWatchRequest>
+}
+
 /**
  * Mounts the Cluster service on a grpc-js server the caller runs, serving the
- * `ClusterApi` of the current context. Handlers run with this context. When
- * the scope closes, every open call ends with UNAVAILABLE (`server is shutting
- * down`) and the service is removed; the server itself is left running.
+ * `ClusterApi` of the current context. Handlers run with this context (its
+ * logger, clock and metric registry). When the scope closes, every open call
+ * ends with UNAVAILABLE (`server is shutting down`) and the service is
+ * removed; the server itself is left running. Dies with a RangeError for
+ * invalid rate limit settings. The health and reflection services are not
+ * added here (the application may have its own); `Health.register` and
+ * `Reflection.register` add them to any server.
  *
  * @category constructors
  * @since 0.1.0
@@ -181,22 +313,82 @@ export const register = (
 ): Effect.Effect<void, never, ClusterApi | Scope.Scope> =>
   Effect.gen(function* () {
     const api = yield* ClusterApi
-    const runFork = Effect.runForkWith(Context.omit(Scope.Scope)(yield* Effect.context<never>()))
+    const context = Context.omit(Scope.Scope)(yield* Effect.context<never>())
+    const runFork = Effect.runForkWith(context)
+    const clock = yield* Clock.Clock
     const budget = options.snapshotBudget ?? defaultSnapshotBudget
     const trust: TrustOptions = { trustXRealIp: options.trustXRealIp, trustXForwardedFor: options.trustXForwardedFor }
+    const limiter = options.rateLimit === false ? undefined : yield* RateLimit.make(options.rateLimit)
+    const metered = options.metrics !== false
+    const logged = options.requestLog !== false
+    if (metered) seed(context)
     const fibers = new Set<Fiber.Fiber<unknown, DiscoveryError>>()
     const deltas = new WeakMap<WatchEvent, Uint8Array>()
     let open = true
 
-    const start = <A>(
+    const count = (metric: Metric.Metric<number, unknown>, value: number) => metric.updateUnsafe(value, context)
+    const secondsSince = (startedAt: bigint): number =>
+      Number(clock.monotonicTimeNanosUnsafe() - startedAt) / 1_000_000_000
+
+    /** The metrics layer of the chain (go-grpc-middleware's prometheus interceptor). */
+    const measure = <A>(method: Method<never>, call: Call, effect: Effect.Effect<A, DiscoveryError>) =>
+      Effect.suspend(() => {
+        const metrics = method.metrics
+        count(metrics.started, 1)
+        count(metrics.received, 1)
+        const startedAt = clock.monotonicTimeNanosUnsafe()
+        return Effect.onExit(effect, (exit) =>
+          Effect.sync(() => {
+            if (!method.streaming) count(metrics.sent, 1)
+            const code = statusOf(exit, call, method.streaming).code
+            count(metrics.handled[code] ?? metrics.handled[grpc.status.UNKNOWN]!, 1)
+            count(metrics.handlingSeconds, secondsSince(startedAt))
+          })
+        )
+      })
+
+    /** The request log layer of the chain. */
+    const log = <Request, A>(
+      method: Method<Request>,
       call: Call,
-      effect: Effect.Effect<A, DiscoveryError>,
+      decoded: DecodedRequest<Request>,
+      address: Uint8Array | undefined,
+      effect: Effect.Effect<A, DiscoveryError>
+    ) =>
+      Effect.suspend(() => {
+        const startedAt = clock.monotonicTimeNanosUnsafe()
+        return Effect.onExit(effect, (exit) => {
+          const status = statusOf(exit, call, method.streaming)
+          const annotations: Record<string, unknown> = {
+            "peer.address": formatIp(address),
+            code: grpc.status[status.code] ?? String(status.code),
+            duration: secondsSince(startedAt)
+          }
+          if (Result.isSuccess(decoded)) Object.assign(annotations, method.fields(decoded.success))
+          if (status.code !== grpc.status.OK) annotations.error = status.details
+          const failed = Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)
+          return Effect.annotateLogs(Effect.logWithLevel(failed ? "Error" : "Info")(method.path), annotations)
+        })
+      })
+
+    const start = <Request, A>(
+      method: Method<Request>,
+      call: Call,
+      decoded: DecodedRequest<Request>,
+      handler: (decoded: DecodedRequest<Request>, address: Uint8Array | undefined) => Effect.Effect<A, DiscoveryError>,
       reply: (exit: Exit.Exit<A, DiscoveryError>) => void
     ): void => {
       if (!open) {
         reply(Exit.fail(new Unavailable({ message: shuttingDownMessage })))
         return
       }
+      const address = clientAddress(call.getPeer(), call.metadata, trust)
+      let effect = handler(decoded, address)
+      if (metered) effect = measure(method, call, effect)
+      if (limiter !== undefined && address !== undefined) {
+        effect = Effect.andThen(limiter.take(limiterKey(address), timeLeft(call)), effect)
+      }
+      if (logged) effect = log(method, call, decoded, address, effect)
       const fiber = runFork(effect)
       fibers.add(fiber)
       fiber.addObserver((exit) => {
@@ -216,12 +408,22 @@ export const register = (
       return [bytes]
     }
 
+    const watchSent = methods.Watch.metrics.sent
     const send = (call: WatchCall, event: WatchEvent): Effect.Effect<void> =>
       Effect.suspend(() => {
         let ready = true
-        for (const bytes of messagesOf(event)) ready = call.write(bytes)
+        const messages = messagesOf(event)
+        for (const bytes of messages) ready = call.write(bytes)
+        if (metered) count(watchSent, messages.length)
         return ready ? Effect.void : awaitDrain(call)
       })
+
+    const countHello = (decoded: DecodedRequest<ProtoHelloRequest>) => {
+      if (metered) {
+        const version = Result.isSuccess(decoded) ? decoded.success.clientVersion : ""
+        count(helloRequests(parseVersion(version)), 1)
+      }
+    }
 
     const handlers = {
       Hello: (
@@ -229,10 +431,17 @@ export const register = (
         callback: grpc.sendUnaryData<ProtoHelloResponse>
       ) =>
         start(
+          methods.Hello,
           call,
-          Effect.flatMap(Effect.fromResult(call.request), (message) =>
-            api.hello(helloRequestFromProto(message, clientAddress(call.getPeer(), call.metadata, trust)))
-          ),
+          call.request,
+          (decoded, address) =>
+            Effect.suspend(() => {
+              // Counted before validation, as the original does (§2.4).
+              countHello(decoded)
+              return Effect.flatMap(Effect.fromResult(decoded), (message) =>
+                api.hello(helloRequestFromProto(message, address))
+              )
+            }),
           unaryReply(callback, helloResponseToProto)
         ),
       AffiliateUpdate: (
@@ -240,10 +449,13 @@ export const register = (
         callback: grpc.sendUnaryData<ProtoAffiliateUpdateResponse>
       ) =>
         start(
+          methods.AffiliateUpdate,
           call,
-          Effect.flatMap(Effect.fromResult(call.request), (message) =>
-            api.affiliateUpdate(affiliateUpdateRequestFromProto(message))
-          ),
+          call.request,
+          (decoded) =>
+            Effect.flatMap(Effect.fromResult(decoded), (message) =>
+              api.affiliateUpdate(affiliateUpdateRequestFromProto(message))
+            ),
           unaryReply(callback, () => updateResponse)
         ),
       AffiliateDelete: (
@@ -251,10 +463,13 @@ export const register = (
         callback: grpc.sendUnaryData<ProtoAffiliateDeleteResponse>
       ) =>
         start(
+          methods.AffiliateDelete,
           call,
-          Effect.flatMap(Effect.fromResult(call.request), (message) =>
-            api.affiliateDelete(affiliateDeleteRequestFromProto(message))
-          ),
+          call.request,
+          (decoded) =>
+            Effect.flatMap(Effect.fromResult(decoded), (message) =>
+              api.affiliateDelete(affiliateDeleteRequestFromProto(message))
+            ),
           unaryReply(callback, () => deleteResponse)
         ),
       List: (
@@ -262,16 +477,22 @@ export const register = (
         callback: grpc.sendUnaryData<ProtoListResponse>
       ) =>
         start(
+          methods.List,
           call,
-          Effect.flatMap(Effect.fromResult(call.request), (message) => api.list(clusterRequestFromProto(message))),
+          call.request,
+          (decoded) =>
+            Effect.flatMap(Effect.fromResult(decoded), (message) => api.list(clusterRequestFromProto(message))),
           unaryReply(callback, listResponseToProto)
         ),
       Watch: (call: WatchCall) =>
         start(
+          methods.Watch,
           call,
-          Effect.flatMap(Effect.fromResult(call.request), (message) =>
-            Stream.runForEach(api.watch(clusterRequestFromProto(message)), (event) => send(call, event))
-          ),
+          call.request,
+          (decoded) =>
+            Effect.flatMap(Effect.fromResult(decoded), (message) =>
+              Stream.runForEach(api.watch(clusterRequestFromProto(message)), (event) => send(call, event))
+            ),
           watchReply(call)
         )
     }
@@ -304,28 +525,47 @@ const shutdown = (server: grpc.Server, timeoutMillis: number) =>
     })
   })
 
+const credentialsOf = (options: ServerOptions): Effect.Effect<grpc.ServerCredentials, TlsError, Scope.Scope> => {
+  const paths = Tls.paths(options.tls ?? {})
+  if (paths instanceof TlsError) return Effect.fail(paths)
+  if (paths === undefined) return Effect.succeed(options.credentials ?? grpc.ServerCredentials.createInsecure())
+  if (options.credentials !== undefined) {
+    return Effect.fail(new TlsError({ message: "give either credentials or TLS certificate and key paths, not both" }))
+  }
+  return Tls.watchedCredentials(paths.certificatePath, paths.keyPath)
+}
+
 /**
  * Starts a standalone server for the `ClusterApi` of the context: creates a
- * grpc-js server, mounts the service with `register` and listens on
- * `options.address`. When the scope closes, open calls end with UNAVAILABLE,
- * then the server stops gracefully, or by force after `shutdownTimeout`. The
- * shutdown wait uses real time, not Effect's clock.
+ * grpc-js server, mounts the service with `register` (plus the health and
+ * reflection services unless turned off) and listens on `options.address`,
+ * over TLS when `options.tls` names a certificate and key. When the scope
+ * closes, health turns NOT_SERVING, open calls end with UNAVAILABLE, then the
+ * server stops gracefully, or by force after `shutdownTimeout`. The shutdown
+ * wait uses real time, not Effect's clock. Fails with TlsError when the TLS
+ * settings are incomplete or the key pair cannot be loaded.
  *
  * @category constructors
  * @since 0.1.0
  */
 export const make = (
   options: ServerOptions = {}
-): Effect.Effect<GrpcServer["Service"], BindError, ClusterApi | Scope.Scope> =>
+): Effect.Effect<GrpcServer["Service"], BindError | TlsError, ClusterApi | Scope.Scope> =>
   Effect.gen(function* () {
     const address = options.address ?? "0.0.0.0:3000"
     const timeoutMillis = Duration.toMillis(options.shutdownTimeout ?? "5 seconds")
+    const credentials = yield* credentialsOf(options)
     const server = yield* Effect.acquireRelease(
       Effect.sync(() => new grpc.Server({ ...serverChannelOptions, ...options.channelOptions })),
       (server) => shutdown(server, timeoutMillis)
     )
     yield* register(server, options)
-    const port = yield* bind(server, address, options.credentials ?? grpc.ServerCredentials.createInsecure())
+    const health = options.health !== false
+    if (health) yield* Health.register(server, [serviceName])
+    if (options.reflection !== false) {
+      yield* Reflection.register(server, health ? yield* Health.fileDescriptorProtos : [])
+    }
+    const port = yield* bind(server, address, credentials)
     return GrpcServer.of({ server, port })
   })
 
@@ -336,5 +576,5 @@ export const make = (
  * @category layers
  * @since 0.1.0
  */
-export const layer = (options: ServerOptions = {}): Layer.Layer<GrpcServer, BindError, ClusterApi> =>
+export const layer = (options: ServerOptions = {}): Layer.Layer<GrpcServer, BindError | TlsError, ClusterApi> =>
   Layer.effect(GrpcServer, make(options))

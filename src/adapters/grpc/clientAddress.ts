@@ -108,8 +108,8 @@ export const parseIp = (text: string): Uint8Array | undefined => {
   return parseIPv4Into(text, ip, 0) ? ip : undefined
 }
 
-const isIPv4Mapped = (ip: Uint8Array): boolean => {
-  if (ip.length !== 16) return false
+const hasIPv4MappedPrefix = (ip: Uint8Array): boolean => {
+  if (ip.length < 16) return false
   for (let i = 0; i < 10; i++) if (ip[i] !== 0) return false
   return ip[10] === 0xff && ip[11] === 0xff
 }
@@ -130,8 +130,69 @@ export const parsePeer = (peer: string): Uint8Array | undefined => {
   let host = peer.slice(0, colon)
   if (host.startsWith("[") && host.endsWith("]")) host = host.slice(1, -1)
   const ip = parseIp(host)
-  return ip !== undefined && isIPv4Mapped(ip) ? ip.slice(12) : ip
+  return ip !== undefined && ip.length === 16 && hasIPv4MappedPrefix(ip) ? ip.slice(12) : ip
 }
+
+const groupOf = (ip: Uint8Array, group: number): number => (ip[group * 2]! << 8) | ip[group * 2 + 1]!
+
+const formatIPv4 = (ip: Uint8Array, offset: number): string =>
+  `${ip[offset]}.${ip[offset + 1]}.${ip[offset + 2]}.${ip[offset + 3]}`
+
+/**
+ * Formats a binary address as Go's `netip.Addr.String` does: dotted IPv4;
+ * IPv6 in RFC 5952 form (lowercase, the longest run of two or more zero
+ * groups shortened to `::`), an IPv4-mapped address as `::ffff:1.2.3.4`, and
+ * the zone after `%`. Anything that is not 4 or at least 16 bytes gives
+ * `invalid IP`, which is also what the request log shows when no address is
+ * known.
+ *
+ * @category formatting
+ * @since 0.1.0
+ */
+export const formatIp = (ip: Uint8Array | undefined): string => {
+  if (ip === undefined) return "invalid IP"
+  if (ip.length === 4) return formatIPv4(ip, 0)
+  if (ip.length < 16) return "invalid IP"
+  const zone = ip.length > 16 ? `%${Buffer.from(ip.buffer, ip.byteOffset + 16, ip.length - 16).toString("utf8")}` : ""
+  if (hasIPv4MappedPrefix(ip)) return `::ffff:${formatIPv4(ip, 12)}${zone}`
+  let bestStart = -1
+  let bestLength = 1
+  for (let group = 0; group < 8; ) {
+    if (groupOf(ip, group) !== 0) {
+      group++
+      continue
+    }
+    let end = group
+    while (end < 8 && groupOf(ip, end) === 0) end++
+    if (end - group > bestLength) {
+      bestStart = group
+      bestLength = end - group
+    }
+    group = end
+  }
+  const parts: Array<string> = []
+  for (let group = 0; group < 8; group++) {
+    if (group === bestStart) {
+      parts.push(group === 0 ? ":" : "")
+      group += bestLength - 1
+      if (group === 7) parts.push("")
+      continue
+    }
+    parts.push(groupOf(ip, group).toString(16))
+  }
+  return parts.join(":") + zone
+}
+
+/**
+ * The key the rate limiter counts a client under: the formatted address, with
+ * an IPv4-mapped IPv6 address (`::ffff:1.2.3.4`, zone or not) counted as the
+ * IPv4 address it carries, so one client cannot get two buckets by switching
+ * between the two spellings (quirk Q10).
+ *
+ * @category formatting
+ * @since 0.1.0
+ */
+export const limiterKey = (ip: Uint8Array): string => (hasIPv4MappedPrefix(ip) ? formatIPv4(ip, 12) : formatIp(ip))
 
 const firstValue = (metadata: grpc.Metadata, key: string): string | undefined => {
   const value = metadata.get(key)[0]

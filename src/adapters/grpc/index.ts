@@ -1,7 +1,8 @@
 /**
  * The gRPC adapters: the server that exposes any `ClusterApi` over the Talos
- * discovery protocol, the client that implements `ClusterApi` over it, and the
- * wire pieces they share.
+ * discovery protocol (with its rate limiter, request log, metrics, TLS reload,
+ * health and reflection services), the client that implements `ClusterApi`
+ * over it, and the wire pieces they share.
  *
  * @since 0.1.0
  */
@@ -9,5 +10,10 @@ export * as ClientAddress from "./clientAddress.ts"
 export * as ClusterService from "./ClusterService.ts"
 export * as Codec from "./codec.ts"
 export * as GrpcClient from "./GrpcClient.ts"
+export * as GrpcMetrics from "./metrics.ts"
 export * as GrpcServer from "./GrpcServer.ts"
 export * as GrpcStatus from "./status.ts"
+export * as Health from "./health.ts"
+export * as RateLimit from "./rateLimit.ts"
+export * as Reflection from "./reflection.ts"
+export * as Tls from "./tls.ts"

@@ -1,13 +1,32 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf"
 import * as grpc from "@grpc/grpc-js"
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Duration, Effect, Exit, Layer, Scope, Stream } from "effect"
+import { Context, Duration, Effect, Exit, Fiber, Layer, Scope, Stream } from "effect"
+import { TestClock } from "effect/testing"
 import * as GrpcClient from "../../../src/adapters/grpc/GrpcClient.ts"
 import * as GrpcServer from "../../../src/adapters/grpc/GrpcServer.ts"
-import { HelloRequestSchema, HelloResponseSchema } from "../../../src/gen/discovery/server/cluster_pb.ts"
+import {
+  AffiliateUpdateRequestSchema,
+  HelloRequestSchema,
+  HelloResponseSchema
+} from "../../../src/gen/discovery/server/cluster_pb.ts"
 import type { WatchEvent } from "../../../src/ports/ClusterApi.ts"
 import { ClusterApi } from "../../../src/ports/ClusterApi.ts"
-import { blob, connect, failureOf, endpoint, rawStream, rawUnary, serverLayer, watcher } from "./fixtures.ts"
+import {
+  blob,
+  captureLogs,
+  connect,
+  endpoint,
+  failureOf,
+  headers,
+  type JsonLogLine,
+  rawStream,
+  rawUnary,
+  realSleep,
+  serverLayer,
+  waitUntil,
+  watcher
+} from "./fixtures.ts"
 
 const service = "/sidero.discovery.server.Cluster"
 
@@ -17,12 +36,6 @@ const clientIpOf = (target: string, metadata: grpc.Metadata) =>
   Effect.map(rawUnary(target, `${service}/Hello`, helloBytes, metadata), (bytes) =>
     Buffer.from(fromBinary(HelloResponseSchema, bytes).clientIp).toString("hex")
   )
-
-const headers = (entries: Record<string, string>): grpc.Metadata => {
-  const metadata = new grpc.Metadata()
-  for (const [key, value] of Object.entries(entries)) metadata.add(key, value)
-  return metadata
-}
 
 /** A `ClusterApi` whose watches send an empty snapshot and then nothing, and never end on their own. */
 const silentApi = Layer.succeed(
@@ -106,8 +119,7 @@ describe("GrpcServer", () => {
       const error = failureOf(
         yield* Effect.exit(Layer.build(GrpcServer.layer({ address: taken }).pipe(Layer.provide(silentApi))))
       )
-      assert.strictEqual(error._tag, "BindError")
-      assert.strictEqual(error.address, taken)
+      assert.deepStrictEqual(error._tag === "BindError" && error.address, taken)
     }).pipe(Effect.provide(serverLayer()))
   )
 
@@ -168,4 +180,175 @@ describe("GrpcServer", () => {
       assert.isTrue(received >= 32 && received < updates, `the slow watcher got ${received} updates before the cut`)
     }).pipe(Effect.provide(serverLayer()))
   )
+
+  it.live("keeps a watch open while the client pings far more often than every 10 s", () =>
+    Effect.gen(function* () {
+      const core = yield* ClusterApi
+      const api = yield* connect({ keepaliveTime: "100 millis" })
+      const watch = yield* watcher(api.watch({ clusterId: "k" }))
+      assert.strictEqual((yield* watch.next)._tag, "Snapshot")
+      yield* realSleep(1000)
+      yield* core.affiliateUpdate({ clusterId: "k", affiliateId: "a", endpoints: [], ttl: Duration.minutes(1) })
+      assert.strictEqual((yield* watch.next)._tag, "Updated")
+    }).pipe(Effect.provide(serverLayer()))
+  )
+
+  describe("rate limiting", () => {
+    const exceeded = { code: grpc.status.RESOURCE_EXHAUSTED, details: "rate limit exceeds request timeout" }
+    const hello = (target: string, metadata: grpc.Metadata) =>
+      Effect.asVoid(rawUnary(target, `${service}/Hello`, helloBytes, metadata, 1000))
+    const trusting = { trustXRealIp: true, trustXForwardedFor: true }
+
+    it.effect("lets 60 calls through per address at 1/s and refuses the 61st within a 1 s deadline (T55)", () =>
+      Effect.gen(function* () {
+        const target = yield* endpoint
+        for (const client of [{ "x-real-ip": "1.2.3.4" }, { "x-forwarded-for": "5.6.7.8" }]) {
+          for (let i = 0; i < 60; i++) yield* hello(target, headers(client))
+          assert.deepStrictEqual(failureOf(yield* Effect.exit(hello(target, headers(client)))), exceeded)
+        }
+        // An IPv4-mapped IPv6 address is the same client as the IPv4 address (Q10).
+        const mapped = yield* Effect.exit(hello(target, headers({ "x-real-ip": "::ffff:1.2.3.4" })))
+        assert.deepStrictEqual(failureOf(mapped), exceeded)
+        yield* hello(target, headers({}))
+      }).pipe(Effect.provide(serverLayer({}, { ...trusting, rateLimit: { rate: 1, burst: 60 } })))
+    )
+
+    it.effect("charges a Watch once at open, and bounds its wait by maxWait as it has no deadline", () =>
+      Effect.gen(function* () {
+        const api = yield* connect()
+        yield* api.list({ clusterId: "c" })
+        const refused = failureOf(
+          yield* Effect.exit(watcher(api.watch({ clusterId: "c" })).pipe(Effect.flatMap((w) => w.next)))
+        )
+        assert.deepStrictEqual(
+          [refused._tag, refused.message],
+          ["ResourceExhausted", "rate limit exceeds request timeout"]
+        )
+      }).pipe(Effect.provide(serverLayer({}, { rateLimit: { rate: 1, burst: 1, maxWait: "500 millis" } })))
+    )
+
+    it.effect("lets a Watch without a deadline wait for its token", () =>
+      Effect.gen(function* () {
+        const api = yield* connect()
+        yield* api.list({ clusterId: "c" })
+        const watch = yield* watcher(api.watch({ clusterId: "c" }))
+        const first = yield* Effect.forkChild(watch.next)
+        yield* realSleep(100)
+        assert.isUndefined(first.pollUnsafe())
+        yield* TestClock.adjust("1 second")
+        assert.strictEqual((yield* Fiber.join(first))._tag, "Snapshot")
+      }).pipe(Effect.provide(serverLayer({}, { rateLimit: { rate: 1, burst: 1 } })))
+    )
+
+    it.effect("gives the token of a call cancelled while waiting back", () => {
+      const { lines, layer } = captureLogs()
+      return Effect.gen(function* () {
+        const target = yield* endpoint
+        const list = (deadline: number) =>
+          rawUnary(target, `${service}/List`, helloBytes.subarray(0, 3), new grpc.Metadata(), deadline)
+        yield* list(1000)
+        const waiting = yield* Effect.forkChild(list(5000))
+        yield* realSleep(200)
+        yield* Fiber.interrupt(waiting)
+        yield* waitUntil(() => lines.some((line) => line.annotations.code === "CANCELLED"), "the cancel is logged")
+        yield* TestClock.adjust("1 second")
+        yield* list(500)
+      }).pipe(Effect.provide(serverLayer({}, { rateLimit: { rate: 1, burst: 1 } })), Effect.provide(layer))
+    })
+
+    it.effect("does not limit when turned off", () =>
+      Effect.gen(function* () {
+        const api = yield* connect({ callTimeout: "1 second" })
+        for (let i = 0; i < 70; i++) yield* api.list({ clusterId: "c" })
+      }).pipe(Effect.provide(serverLayer({}, { rateLimit: false })))
+    )
+  })
+
+  describe("request log", () => {
+    const annotated = (lines: ReadonlyArray<JsonLogLine>, method: string) =>
+      lines
+        .filter((line) => line.message === `${service}/${method}`)
+        .map(({ message, level, annotations }) => ({ message, level, annotations }))
+
+    it.effect("logs one JSON line per call with the method, peer, code, duration and request IDs", () => {
+      const { lines, layer } = captureLogs()
+      return Effect.gen(function* () {
+        const target = yield* endpoint
+        yield* rawUnary(target, `${service}/Hello`, helloBytes, headers({ "x-real-ip": "1.2.3.4" }))
+        const secret = blob(48, 0x5a)
+        const update = toBinary(
+          AffiliateUpdateRequestSchema,
+          create(AffiliateUpdateRequestSchema, { clusterId: "c", affiliateId: "", affiliateData: secret })
+        )
+        yield* Effect.exit(rawUnary(target, `${service}/AffiliateUpdate`, update))
+        assert.deepStrictEqual(annotated(lines, "Hello"), [
+          {
+            message: `${service}/Hello`,
+            level: "INFO",
+            annotations: {
+              "peer.address": "1.2.3.4",
+              code: "OK",
+              duration: 0,
+              cluster_id: "c",
+              client_version: "v1"
+            }
+          }
+        ])
+        const failed = annotated(lines, "AffiliateUpdate")
+        assert.strictEqual(failed.length, 1)
+        assert.strictEqual(failed[0]!.level, "ERROR")
+        assert.deepStrictEqual(failed[0]!.annotations, {
+          "peer.address": "127.0.0.1",
+          code: "INVALID_ARGUMENT",
+          duration: 0,
+          cluster_id: "c",
+          affiliate_id: "",
+          error: "affiliate ID can't be empty"
+        })
+        const text = JSON.stringify(lines)
+        assert.notInclude(text, Buffer.from(secret).toString("base64").slice(0, 16))
+        assert.notInclude(text, "90,90,90")
+      }).pipe(Effect.provide(serverLayer({}, { trustXRealIp: true })), Effect.provide(layer))
+    })
+
+    it.effect("logs a Watch when it ends, with OK when the client cancelled it", () => {
+      const { lines, layer } = captureLogs()
+      return Effect.gen(function* () {
+        const scope = yield* Scope.make()
+        const api = yield* connect().pipe(Scope.provide(scope))
+        const watch = yield* watcher(api.watch({ clusterId: "w" })).pipe(Scope.provide(scope))
+        yield* watch.next
+        assert.deepStrictEqual(annotated(lines, "Watch"), [])
+        yield* Scope.close(scope, Exit.void)
+        yield* waitUntil(() => annotated(lines, "Watch").length === 1, "the watch is logged")
+        const [line] = annotated(lines, "Watch")
+        assert.deepStrictEqual([line!.level, line!.annotations.code, line!.annotations.cluster_id], ["INFO", "OK", "w"])
+        assert.notProperty(line!.annotations, "error")
+      }).pipe(Effect.provide(serverLayer()), Effect.provide(layer))
+    })
+
+    it.effect("logs calls the rate limiter refuses", () => {
+      const { lines, layer } = captureLogs()
+      return Effect.gen(function* () {
+        const target = yield* endpoint
+        yield* rawUnary(target, `${service}/Hello`, helloBytes)
+        yield* Effect.exit(rawUnary(target, `${service}/Hello`, helloBytes, new grpc.Metadata(), 500))
+        assert.deepStrictEqual(
+          annotated(lines, "Hello").map((line) => [line.level, line.annotations.code, line.annotations.error]),
+          [
+            ["INFO", "OK", undefined],
+            ["ERROR", "RESOURCE_EXHAUSTED", "rate limit exceeds request timeout"]
+          ]
+        )
+      }).pipe(Effect.provide(serverLayer({}, { rateLimit: { rate: 1, burst: 1 } })), Effect.provide(layer))
+    })
+
+    it.effect("logs nothing when turned off", () => {
+      const { lines, layer } = captureLogs()
+      return Effect.gen(function* () {
+        yield* rawUnary(yield* endpoint, `${service}/Hello`, helloBytes)
+        assert.deepStrictEqual(lines, [])
+      }).pipe(Effect.provide(serverLayer({}, { requestLog: false })), Effect.provide(layer))
+    })
+  })
 })

@@ -2,7 +2,7 @@ import * as grpc from "@grpc/grpc-js"
 import { assert, describe, it } from "@effect/vitest"
 import fc from "fast-check"
 import type { TrustOptions } from "../../../src/adapters/grpc/clientAddress.ts"
-import { clientAddress, parseIp, parsePeer } from "../../../src/adapters/grpc/clientAddress.ts"
+import { clientAddress, formatIp, limiterKey, parseIp, parsePeer } from "../../../src/adapters/grpc/clientAddress.ts"
 
 const hex = (bytes: Uint8Array | undefined): string | undefined =>
   bytes === undefined ? undefined : Buffer.from(bytes).toString("hex")
@@ -196,4 +196,48 @@ describe("parseIp", () => {
   for (const text of invalid) {
     it(`rejects ${JSON.stringify(text)}`, () => assert.strictEqual(parseIp(text), undefined))
   }
+})
+
+describe("formatIp", () => {
+  const cases: ReadonlyArray<readonly [string, string]> = [
+    ["1.2.3.4", "1.2.3.4"],
+    ["0.0.0.0", "0.0.0.0"],
+    ["::", "::"],
+    ["::1", "::1"],
+    ["1::", "1::"],
+    ["2001:DB8::1", "2001:db8::1"],
+    ["2001:db8:0:0:1:0:0:1", "2001:db8::1:0:0:1"],
+    ["2001:db8:0:1:1:1:1:1", "2001:db8:0:1:1:1:1:1"],
+    ["1:0:0:2:0:0:0:3", "1:0:0:2::3"],
+    ["0:0:1:0:0:0:0:2", "0:0:1::2"],
+    ["fe80::1%eth0", "fe80::1%eth0"],
+    ["::ffff:1.2.3.4", "::ffff:1.2.3.4"],
+    ["::ffff:1.2.3.4%z", "::ffff:1.2.3.4%z"],
+    ["0001:0002:0003:0004:0005:0006:0007:0008", "1:2:3:4:5:6:7:8"]
+  ]
+  for (const [text, expected] of cases) {
+    it(`formats ${text} as Go does`, () => assert.strictEqual(formatIp(parseIp(text)), expected))
+  }
+
+  it("round-trips through parseIp", () =>
+    fc.assert(
+      fc.property(fc.uint8Array({ minLength: 16, maxLength: 16 }), (bytes) => {
+        assert.deepStrictEqual(parseIp(formatIp(bytes)), bytes)
+      })
+    ))
+
+  it("shows a missing or malformed address as Go's invalid IP", () => {
+    assert.strictEqual(formatIp(undefined), "invalid IP")
+    assert.strictEqual(formatIp(new Uint8Array(5)), "invalid IP")
+  })
+})
+
+describe("limiterKey", () => {
+  it("counts an IPv4-mapped IPv6 address as its IPv4 address (Q10), and keeps zones apart", () => {
+    assert.strictEqual(limiterKey(parseIp("::ffff:1.2.3.4")!), "1.2.3.4")
+    assert.strictEqual(limiterKey(parseIp("::ffff:1.2.3.4%eth0")!), "1.2.3.4")
+    assert.strictEqual(limiterKey(parseIp("1.2.3.4")!), "1.2.3.4")
+    assert.strictEqual(limiterKey(parseIp("fe80::1%eth0")!), "fe80::1%eth0")
+    assert.notStrictEqual(limiterKey(parseIp("fe80::1%eth0")!), limiterKey(parseIp("fe80::1%eth1")!))
+  })
 })

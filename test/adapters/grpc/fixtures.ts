@@ -6,7 +6,7 @@
  */
 import * as grpc from "@grpc/grpc-js"
 import type { Scope } from "effect"
-import { Cause, Effect, Exit, Layer, Stream } from "effect"
+import { Cause, Effect, Exit, Layer, Logger, Stream } from "effect"
 import { assert } from "@effect/vitest"
 import * as GrpcClient from "../../../src/adapters/grpc/GrpcClient.ts"
 import * as GrpcServer from "../../../src/adapters/grpc/GrpcServer.ts"
@@ -20,7 +20,7 @@ import type { DiscoveryError } from "../../../src/ports/DiscoveryError.ts"
 export const serverLayer = (
   core: CoreOptions = {},
   server: GrpcServer.ServerOptions = {}
-): Layer.Layer<GrpcServer.GrpcServer | ClusterApi | ClusterState, GrpcServer.BindError> =>
+): Layer.Layer<GrpcServer.GrpcServer | ClusterApi | ClusterState, GrpcServer.BindError | GrpcServer.TlsError> =>
   GrpcServer.layer({ address: "127.0.0.1:0", ...server }).pipe(Layer.provideMerge(TestDiscovery.layer(core)))
 
 /** The loopback target of the running server. */
@@ -76,22 +76,27 @@ export interface RawStatus {
 
 const identity = (bytes: Buffer): Buffer => bytes
 
-/** A unary call with hand-built request bytes; succeeds with the response bytes or fails with the status. */
+/**
+ * A unary call with hand-built request bytes and a deadline (5 s unless
+ * given); succeeds with the response bytes or fails with the status.
+ * Interrupting it cancels the call.
+ */
 export const rawUnary = (
   target: string,
   method: string,
   request: Uint8Array,
-  metadata: grpc.Metadata = new grpc.Metadata()
+  metadata: grpc.Metadata = new grpc.Metadata(),
+  deadlineMillis = 5000
 ): Effect.Effect<Buffer, RawStatus> =>
   Effect.callback<Buffer, RawStatus>((resume) => {
     const client = new grpc.Client(target, grpc.credentials.createInsecure())
-    client.makeUnaryRequest(
+    const call = client.makeUnaryRequest(
       method,
       identity,
       identity,
       Buffer.from(request),
       metadata,
-      { deadline: Date.now() + 5000 },
+      { deadline: Date.now() + deadlineMillis },
       (error, response) => {
         client.close()
         resume(
@@ -101,7 +106,51 @@ export const rawUnary = (
         )
       }
     )
+    return Effect.sync(() => {
+      call.cancel()
+      client.close()
+    })
   })
+
+/** Metadata with the given headers. */
+export const headers = (entries: Record<string, string>): grpc.Metadata => {
+  const metadata = new grpc.Metadata()
+  for (const [key, value] of Object.entries(entries)) metadata.add(key, value)
+  return metadata
+}
+
+/** One log line as `Logger.formatJson` renders it, parsed back. */
+export interface JsonLogLine {
+  readonly message: unknown
+  readonly level: string
+  readonly annotations: Record<string, unknown>
+}
+
+/** A logger layer that keeps every line as JSON (what `Logger.consoleJson` prints), and the lines it kept. */
+export const captureLogs = (): { readonly lines: Array<JsonLogLine>; readonly layer: Layer.Layer<never> } => {
+  const lines: Array<JsonLogLine> = []
+  const layer = Logger.layer([Logger.map(Logger.formatJson, (line) => lines.push(JSON.parse(line) as JsonLogLine))])
+  return { lines, layer }
+}
+
+/** Sleeps on the real clock, whatever clock the fiber has. */
+export const realSleep = (millis: number): Effect.Effect<void> =>
+  Effect.callback<void>((resume) => {
+    const timer = setTimeout(() => resume(Effect.void), millis)
+    return Effect.sync(() => clearTimeout(timer))
+  })
+
+/** Retries `effect` every 20 ms of real time until it succeeds, at most `attempts` times; then fails as it did. */
+export const eventually = <A, E, R>(effect: Effect.Effect<A, E, R>, attempts = 150): Effect.Effect<A, E, R> =>
+  Effect.catch(effect, (error) =>
+    attempts <= 1 ? Effect.fail(error) : Effect.andThen(realSleep(20), eventually(effect, attempts - 1))
+  )
+
+/** Waits (real time, up to 3 s) until `condition` holds, then fails the test if it never did. */
+export const waitUntil = (condition: () => boolean, what: string): Effect.Effect<void> =>
+  eventually(Effect.suspend(() => (condition() ? Effect.void : Effect.fail(what)))).pipe(
+    Effect.catch((reason) => Effect.sync(() => assert.fail(`timed out waiting until ${reason}`)))
+  )
 
 /** A server-streaming call with hand-built request bytes; gives the messages received and the final status. */
 export const rawStream = (

@@ -92,6 +92,9 @@ export const startOurServer = async (options: ServerOptions = {}): Promise<Serve
   const args = [
     "src/cli/main.ts",
     `--addr=127.0.0.1:${port}`,
+    "--landing-addr=",
+    "--metrics-addr=",
+    "--snapshots-enabled=false",
     `--gc-interval=${options.gcInterval ?? "1s"}`,
     ...(options.redirect ? [`--redirect-endpoint=${options.redirect}`] : []),
     ...(options.trustXRealIp ? ["--trust-x-real-ip"] : [])

@@ -1,0 +1,236 @@
+/**
+ * Per-client rate limiting of the gRPC calls (PROTOCOL.md §3.1): one token
+ * bucket per client address, refilled at `rate` tokens per second up to
+ * `burst`, new buckets full. A call that finds its bucket empty reserves the
+ * next token and waits for it, unless that token is due at or after the
+ * call's deadline (or after `maxWait`), in which case it fails at once without
+ * taking a token; a call cancelled while waiting gives its token back. Buckets
+ * that have refilled are dropped by a periodic sweep. `Limiter` is the pure
+ * bucket arithmetic on the instants it is given; `make` runs it on Effect's
+ * `Clock`, so `TestClock` drives it in tests.
+ *
+ * @since 0.1.0
+ */
+import type { Scope } from "effect"
+import { Duration, Effect } from "effect"
+import { ResourceExhausted } from "../../ports/DiscoveryError.ts"
+
+/**
+ * How calls are limited. Every field has the default of the original service
+ * except `maxWait`, which it does not have (quirk Q10).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface RateLimitOptions {
+  /** Tokens added to a client's bucket per second (default 15). Must be positive. */
+  readonly rate?: number | undefined
+  /** Bucket capacity: the calls a client that was idle may make at once (default 60). At least 1. */
+  readonly burst?: number | undefined
+  /**
+   * The longest a call waits for a token (default 10 seconds). A call also
+   * never waits past its deadline; without this bound a call with no
+   * deadline, such as a Watch, would queue for as long as it takes (Q10).
+   */
+  readonly maxWait?: Duration.Input | undefined
+  /** How often buckets that have refilled (idle clients) are dropped (default 1 minute). */
+  readonly sweepInterval?: Duration.Input | undefined
+  /**
+   * The most buckets held at once (default: no cap, like the original). When
+   * it is reached, calls from addresses without a bucket share one overflow
+   * bucket until a sweep makes room, so memory stays bounded under address
+   * rotation while those clients are still limited.
+   */
+  readonly maxBuckets?: number | undefined
+}
+
+/**
+ * The defaults of `RateLimitOptions`.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const defaults = {
+  rate: 15,
+  burst: 60,
+  maxWait: Duration.seconds(10),
+  sweepInterval: Duration.minutes(1),
+  maxBuckets: Number.POSITIVE_INFINITY
+} as const
+
+/**
+ * The message of the RESOURCE_EXHAUSTED failure of a call that could not get
+ * a token in time (the original's text).
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export const rateLimitExceededMessage = "rate limit exceeds request timeout"
+
+const exceeded = new ResourceExhausted({ message: rateLimitExceededMessage })
+
+/**
+ * One client's bucket: its tokens (negative while calls wait for reserved
+ * tokens) as of `updatedAt`, in milliseconds on the limiter's clock.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Bucket {
+  tokens: number
+  updatedAt: number
+}
+
+/**
+ * The token buckets of all clients, as plain arithmetic on the instants
+ * (milliseconds) the caller passes; it reads no clock and schedules nothing.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export class Limiter {
+  readonly rate: number
+  readonly burst: number
+  readonly maxBuckets: number
+  readonly #perMilli: number
+  readonly #buckets = new Map<string, Bucket>()
+  #overflow: Bucket | undefined
+
+  constructor(rate: number, burst: number, maxBuckets: number = defaults.maxBuckets) {
+    if (!(rate > 0) || !Number.isFinite(rate)) throw new RangeError(`rate limit: rate must be positive, got ${rate}`)
+    if (!(burst >= 1) || !Number.isFinite(burst))
+      throw new RangeError(`rate limit: burst must be at least 1, got ${burst}`)
+    if (!(maxBuckets >= 1)) throw new RangeError(`rate limit: maxBuckets must be at least 1, got ${maxBuckets}`)
+    this.rate = rate
+    this.burst = burst
+    this.maxBuckets = maxBuckets
+    this.#perMilli = rate / 1000
+  }
+
+  /** Buckets held, the overflow bucket not included. */
+  get size(): number {
+    return this.#buckets.size
+  }
+
+  #refill(bucket: Bucket, now: number): Bucket {
+    if (now > bucket.updatedAt) {
+      bucket.tokens = Math.min(this.burst, bucket.tokens + (now - bucket.updatedAt) * this.#perMilli)
+      bucket.updatedAt = now
+    }
+    return bucket
+  }
+
+  /**
+   * The bucket of `key`, refilled up to `now`: the existing one, a new full
+   * one, or the shared overflow bucket when `maxBuckets` are held.
+   */
+  bucket(key: string, now: number): Bucket {
+    const bucket = this.#buckets.get(key)
+    if (bucket !== undefined) return this.#refill(bucket, now)
+    const fresh: Bucket = { tokens: this.burst, updatedAt: now }
+    if (this.#buckets.size < this.maxBuckets) {
+      this.#buckets.set(key, fresh)
+      return fresh
+    }
+    this.#overflow ??= fresh
+    return this.#refill(this.#overflow, now)
+  }
+
+  /**
+   * Takes a token of `key` at `now`. Returns the milliseconds until it is due
+   * (0 when one is available), or -1, taking nothing, when it is due at or
+   * after `limitMillis` from now.
+   */
+  reserve(key: string, now: number, limitMillis: number): number {
+    const bucket = this.bucket(key, now)
+    const wait = bucket.tokens >= 1 ? 0 : (1 - bucket.tokens) / this.#perMilli
+    if (wait > 0 && wait >= limitMillis) return -1
+    bucket.tokens -= 1
+    return wait
+  }
+
+  /** Gives back a token that `reserve` handed out for `key` and that was not used. */
+  release(key: string, now: number): void {
+    const bucket = this.#buckets.get(key) ?? this.#overflow
+    if (bucket === undefined) return
+    this.#refill(bucket, now).tokens = Math.min(this.burst, bucket.tokens + 1)
+  }
+
+  /** Drops every bucket that is full at `now`; returns how many were dropped. */
+  sweep(now: number): number {
+    let removed = 0
+    for (const [key, bucket] of this.#buckets) {
+      if (this.#refill(bucket, now).tokens >= this.burst) {
+        this.#buckets.delete(key)
+        removed++
+      }
+    }
+    if (this.#overflow !== undefined && this.#refill(this.#overflow, now).tokens >= this.burst)
+      this.#overflow = undefined
+    return removed
+  }
+}
+
+/**
+ * The running limiter of a server.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface RateLimiter {
+  /**
+   * Waits for a token of `key`, for at most `timeoutMillis` (the time left
+   * until the call's deadline, `Infinity` when it has none) and never longer
+   * than `maxWait`. Fails at once with ResourceExhausted (`rate limit exceeds
+   * request timeout`) when the token would come too late; an interrupted
+   * wait gives the token back.
+   */
+  readonly take: (key: string, timeoutMillis: number) => Effect.Effect<void, ResourceExhausted>
+  /** Drops the buckets that are full now, as the periodic sweep does; gives how many. */
+  readonly sweep: Effect.Effect<number>
+  /** Buckets held now. */
+  readonly size: Effect.Effect<number>
+}
+
+const millisOf = (nanos: bigint): number => Number(nanos) / 1_000_000
+
+/**
+ * Starts a limiter on Effect's `Clock`: buckets are measured on the monotonic
+ * time of the clock of the fiber that calls `take`, and the sweep runs every
+ * `sweepInterval` of the clock of the scope's fiber until the scope closes.
+ * Dies with a RangeError for a non-positive rate, a burst below 1 or a bucket
+ * cap below 1.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const make = (options: RateLimitOptions = {}): Effect.Effect<RateLimiter, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const limiter = new Limiter(
+      options.rate ?? defaults.rate,
+      options.burst ?? defaults.burst,
+      options.maxBuckets ?? defaults.maxBuckets
+    )
+    const maxWaitMillis = Duration.toMillis(Duration.fromInputUnsafe(options.maxWait ?? defaults.maxWait))
+    const sweepInterval = Duration.fromInputUnsafe(options.sweepInterval ?? defaults.sweepInterval)
+    const sweep = Effect.clockWith((clock) =>
+      Effect.sync(() => limiter.sweep(millisOf(clock.monotonicTimeNanosUnsafe())))
+    )
+    yield* Effect.forkScoped(Effect.forever(Effect.andThen(Effect.sleep(sweepInterval), sweep)))
+
+    const take = (key: string, timeoutMillis: number): Effect.Effect<void, ResourceExhausted> =>
+      Effect.clockWith((clock) => {
+        const wait = limiter.reserve(
+          key,
+          millisOf(clock.monotonicTimeNanosUnsafe()),
+          Math.min(timeoutMillis, maxWaitMillis)
+        )
+        if (wait === 0) return Effect.void
+        if (wait < 0) return Effect.fail(exceeded)
+        return Effect.onInterrupt(Effect.sleep(Duration.millis(wait)), () =>
+          Effect.sync(() => limiter.release(key, millisOf(clock.monotonicTimeNanosUnsafe())))
+        )
+      })
+
+    return { take, sweep, size: Effect.sync(() => limiter.size) }
+  })
