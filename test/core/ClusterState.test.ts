@@ -192,6 +192,10 @@ describe("ClusterState", () => {
           assert.strictEqual(watcher.events[0]!._tag, "Snapshot")
           assert.deepStrictEqual(failureOf(watcher), { _tag: "Unavailable", message: "server is shutting down" })
         }
+        const late = yield* record(state, "c1")
+        yield* settle
+        assert.deepStrictEqual(late.events, [])
+        assert.deepStrictEqual(failureOf(late), { _tag: "Unavailable", message: "server is shutting down" })
       })
     )
   })

@@ -47,6 +47,7 @@ import type {
   HelloResponse,
   WatchEvent
 } from "../../ports/ClusterApi.ts"
+import { Limits } from "../../core/server/limits.ts"
 import { InvalidArgument } from "../../ports/DiscoveryError.ts"
 
 const int64Max = (1n << 63n) - 1n
@@ -97,17 +98,21 @@ export const ttlToProto = (ttl: Duration.Duration): ProtoDuration => {
  */
 export type DecodedRequest<A> = Result.Result<A, InvalidArgument>
 
-const fieldIsUtf8 = (bytes: Uint8Array, fieldNo: number): boolean => {
+/** The bytes of the last occurrence of a length-delimited top-level field (proto3: the last one wins). */
+const rawField = (bytes: Uint8Array, fieldNo: number): Uint8Array | undefined => {
   const reader = new BinaryReader(bytes)
+  let found: Uint8Array | undefined
   while (reader.pos < reader.len) {
     const [no, wireType] = reader.tag()
-    if (no === fieldNo && wireType === WireType.LengthDelimited) {
-      if (!isUtf8(reader.bytes())) return false
-    } else {
-      reader.skip(wireType, no)
-    }
+    if (no === fieldNo && wireType === WireType.LengthDelimited) found = reader.bytes()
+    else reader.skip(wireType, no)
   }
-  return true
+  return found
+}
+
+const fieldIsUtf8 = (bytes: Uint8Array, fieldNo: number): boolean => {
+  const raw = rawField(bytes, fieldNo)
+  return raw === undefined || isUtf8(raw)
 }
 
 const lossyDecoder = new TextDecoder("utf-8", { ignoreBOM: true })
@@ -128,7 +133,20 @@ const withLossyStrings = (bytes: Uint8Array, fieldNos: ReadonlyArray<number>): U
   return writer.finish()
 }
 
-type IdField = readonly [fieldNo: number, name: string]
+type IdField = readonly [fieldNo: number, name: string, max: number]
+
+/**
+ * The answer for an ID that failed to decode, checked in the order of
+ * PROTOCOL.md §2.3 on the raw bytes (empty, too long), then for UTF-8, so a
+ * bad ID gets the same message over gRPC as in process.
+ */
+const idProblem = (bytes: Uint8Array, [fieldNo, name, max]: IdField): string | undefined => {
+  const raw = rawField(bytes, fieldNo)
+  if (raw === undefined || raw.length === 0) return `${name} can't be empty`
+  if (raw.length > max) return `${name} is too long`
+  if (!isUtf8(raw)) return `${name} is not valid UTF-8`
+  return undefined
+}
 
 const decodeChecked = <Desc extends DescMessage>(
   schema: Desc,
@@ -139,9 +157,11 @@ const decodeChecked = <Desc extends DescMessage>(
   try {
     return Result.succeed(fromBinary(schema, bytes))
   } catch (error) {
-    for (const [fieldNo, name] of ids) {
-      if (!fieldIsUtf8(bytes, fieldNo))
-        return Result.fail(new InvalidArgument({ message: `${name} is not valid UTF-8` }))
+    if (ids.some(([fieldNo]) => !fieldIsUtf8(bytes, fieldNo))) {
+      for (const id of ids) {
+        const problem = idProblem(bytes, id)
+        if (problem !== undefined) return Result.fail(new InvalidArgument({ message: problem }))
+      }
     }
     if (lossy.some((fieldNo) => !fieldIsUtf8(bytes, fieldNo))) {
       return Result.succeed(fromBinary(schema, withLossyStrings(bytes, lossy)))
@@ -150,8 +170,8 @@ const decodeChecked = <Desc extends DescMessage>(
   }
 }
 
-const clusterId: IdField = [1, "cluster ID"]
-const affiliateId: IdField = [2, "affiliate ID"]
+const clusterId: IdField = [1, "cluster ID", Limits.clusterIdMax]
+const affiliateId: IdField = [2, "affiliate ID", Limits.affiliateIdMax]
 
 /**
  * Decodes a HelloRequest. A cluster ID that is not valid UTF-8 is rejected;

@@ -17,7 +17,7 @@ import type {
 import type { InvalidArgument, ResourceExhausted, SubscriptionLost } from "../../ports/DiscoveryError.ts"
 import { shuttingDownMessage, Unavailable } from "../../ports/DiscoveryError.ts"
 import type { WatchQueue } from "./Cluster.ts"
-import type { GcReport, StoreCaps, StoreStats } from "./ClusterStore.ts"
+import type { GcReport, StoreCaps, StoreStats, Subscription } from "./ClusterStore.ts"
 import { ClusterStore, defaultCaps } from "./ClusterStore.ts"
 import { Limits } from "./limits.ts"
 import type { EncodedSnapshot, SkippedRange } from "./SnapshotCodec.ts"
@@ -97,8 +97,12 @@ const shuttingDown = Cause.fail(new Unavailable({ message: shuttingDownMessage }
  */
 export const make = Effect.fnUntraced(function* (caps: StoreCaps) {
   const store = new ClusterStore(caps)
+  let closed = false
   yield* Effect.addFinalizer(() =>
-    Effect.sync(() => store.closeWatches((queue) => Queue.failCauseUnsafe(queue, shuttingDown)))
+    Effect.sync(() => {
+      closed = true
+      store.closeWatches((queue) => Queue.failCauseUnsafe(queue, shuttingDown))
+    })
   )
 
   const update = (request: AffiliateUpdateRequest) =>
@@ -118,7 +122,8 @@ export const make = Effect.fnUntraced(function* (caps: StoreCaps) {
           Limits.watchBuffer
         )
         const subscription = yield* Effect.acquireRelease(
-          Effect.suspend(() => {
+          Effect.suspend((): Effect.Effect<Subscription, ResourceExhausted | Unavailable> => {
+            if (closed) return Effect.failCause(shuttingDown)
             const result = store.subscribe(request.clusterId, queue)
             return "revision" in result ? Effect.succeed(result) : Effect.fail(result)
           }),

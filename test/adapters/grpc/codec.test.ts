@@ -47,7 +47,9 @@ const rejection = <A>(result: Codec.DecodedRequest<A>): string => {
 }
 
 /** A string field as protobuf writes it, with raw (possibly invalid) UTF-8 bytes. */
-const field = (fieldNo: number, value: ReadonlyArray<number>) => [(fieldNo << 3) | 2, value.length, ...value]
+const varint = (n: number): Array<number> => (n < 0x80 ? [n] : [(n & 0x7f) | 0x80, ...varint(n >>> 7)])
+
+const field = (fieldNo: number, value: ReadonlyArray<number>) => [(fieldNo << 3) | 2, ...varint(value.length), ...value]
 
 describe("codec", () => {
   describe("TTL", () => {
@@ -248,6 +250,29 @@ describe("codec", () => {
       assert.strictEqual(rejection(Codec.decodeAffiliateDeleteRequest(badAffiliate)), "affiliate ID is not valid UTF-8")
       const bothBad = new Uint8Array([...field(1, [0xc3]), ...field(2, invalid)])
       assert.strictEqual(rejection(Codec.decodeAffiliateUpdateRequest(bothBad)), "cluster ID is not valid UTF-8")
+    })
+
+    it("answers a bad ID in the order of §2.3: empty and too long before UTF-8, cluster before affiliate", () => {
+      const emptyClusterBadAffiliate = new Uint8Array([...field(2, invalid)])
+      assert.strictEqual(
+        rejection(Codec.decodeAffiliateUpdateRequest(emptyClusterBadAffiliate)),
+        "cluster ID can't be empty"
+      )
+      const longBadCluster = new Uint8Array([
+        ...field(
+          1,
+          Array.from({ length: 300 }, () => 0xff)
+        )
+      ])
+      assert.strictEqual(rejection(Codec.decodeListRequest(longBadCluster)), "cluster ID is too long")
+      const longBadAffiliate = new Uint8Array([
+        ...field(1, [0x63]),
+        ...field(
+          2,
+          Array.from({ length: 257 }, () => 0xff)
+        )
+      ])
+      assert.strictEqual(rejection(Codec.decodeAffiliateDeleteRequest(longBadAffiliate)), "affiliate ID is too long")
     })
 
     it("accepts a real U+FFFD and skips other fields while scanning", () => {
