@@ -12,13 +12,16 @@ import { defaultCaps } from "../core/server/ClusterStore.ts"
 import { parseGoDuration } from "./goDuration.ts"
 import type { ServiceConfig } from "./ServiceConfig.ts"
 
-const goDuration = (name: string, fallback: string) =>
+const goDuration = (name: string, fallback: string, allowZero = false) =>
   Flag.String(name).pipe(
     Flag.withDefault(fallback),
     Flag.filterMap(
       (text) =>
-        Option.filter(Option.fromUndefinedOr(parseGoDuration(text)), (d) => Duration.isGreaterThan(d, Duration.zero)),
-      (text) => `--${name}: ${JSON.stringify(text)} is not a positive duration (examples: 30s, 1m, 1h30m)`
+        Option.filter(Option.fromUndefinedOr(parseGoDuration(text)), (d) =>
+          allowZero ? !Duration.isNegative(d) : Duration.isGreaterThan(d, Duration.zero)
+        ),
+      (text) =>
+        `--${name}: ${JSON.stringify(text)} is not a ${allowZero ? "non-negative" : "positive"} duration (examples: 30s, 1m, 1h30m)`
     )
   )
 
@@ -83,8 +86,8 @@ export const flags = {
     Flag.withDescription("listen address of /metrics, /healthz and /readyz; empty disables it (default :2122)"),
     Flag.withDefault(":2122")
   ),
-  statsCacheTtl: goDuration("stats-cache-ttl", "1h").pipe(
-    Flag.withDescription("how long /stats reuses its count, as a Go duration (default 1h)")
+  statsCacheTtl: goDuration("stats-cache-ttl", "1h", true).pipe(
+    Flag.withDescription("how long /stats reuses its count, as a Go duration; 0 recounts on every request (default 1h)")
   ),
   snapshotsEnabled: Flag.Boolean("snapshots-enabled").pipe(
     Flag.withDescription("load the state at start, save it periodically and at shutdown (default true)"),

@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 /**
  * The `discovery-service` executable. SIGINT or SIGTERM stops it gracefully and
- * it exits 0; a second signal, or a graceful stop longer than 10 s, exits at
- * once.
+ * it exits 0; a second signal, or a graceful stop longer than 10 s, kills it at
+ * once (SIGKILL, which even a hung disk write cannot hold up).
  *
  * @since 0.1.0
  */
@@ -14,11 +14,15 @@ import { serve } from "./serve.ts"
 
 const gracefulStopLimitMillis = 10_000
 
+// `process.exit` waits for libuv's worker threads, so a write stuck in the kernel (a hung disk) would hold it
+// forever; the hard stop is SIGKILL to ourselves, which nothing can hold.
+const hardStop = () => process.kill(process.pid, "SIGKILL")
+
 let signals = 0
 const onSignal = () => {
   signals++
-  if (signals === 1) setTimeout(() => process.exit(1), gracefulStopLimitMillis).unref()
-  else process.exit(130)
+  if (signals === 1) setTimeout(hardStop, gracefulStopLimitMillis).unref()
+  else hardStop()
 }
 process.on("SIGINT", onSignal)
 process.on("SIGTERM", onSignal)

@@ -60,7 +60,7 @@ const serverOn = (config: ServiceConfig) =>
         trustXRealIp: config.trustXRealIp,
         trustXForwardedFor: config.trustFirstXForwardedFor,
         rateLimit: config.rateLimit,
-        shutdownTimeout: "4 seconds"
+        shutdownTimeout: "3 seconds"
       }).pipe(Scope.provide(attempt), Effect.exit)
       if (Exit.isSuccess(exit)) return exit.value
       yield* Scope.close(attempt, exit)
@@ -73,7 +73,7 @@ const httpLayers = (config: ServiceConfig) =>
   Layer.mergeAll(
     config.metricsAddr === ""
       ? Layer.empty
-      : MetricsServer.layer({ address: config.metricsAddr, shutdownTimeout: "1 second" }),
+      : MetricsServer.layer({ address: config.metricsAddr, shutdownTimeout: "500 millis" }),
     config.landingAddr === ""
       ? Layer.empty
       : LandingServer.layer({
@@ -81,16 +81,22 @@ const httpLayers = (config: ServiceConfig) =>
           statsTtl: config.statsCacheTtl,
           trustXRealIp: config.trustXRealIp,
           trustFirstXForwardedFor: config.trustFirstXForwardedFor,
-          shutdownTimeout: "1 second"
+          shutdownTimeout: "500 millis"
         })
   )
 
-/** Snapshot load (when built) and saves (periodic, and final after the server stopped). */
-const snapshotLayer = (config: ServiceConfig): Layer.Layer<never, never, ClusterState> =>
+/**
+ * Snapshot load (when built) and saves (periodic, and final after the server
+ * stopped). The stop budgets (3 s gRPC, 0.5 s per HTTP listener, 4 s final save)
+ * stay under the 10 s limit of `main.ts`.
+ */
+const snapshotLayer = (config: ServiceConfig, started: () => boolean): Layer.Layer<never, never, ClusterState> =>
   config.snapshotsEnabled
-    ? SnapshotService.layer({ interval: config.snapshotInterval, finalSaveTimeout: "4 seconds" }).pipe(
-        Layer.provide(FileSnapshotStore.layer({ path: config.snapshotPath }))
-      )
+    ? SnapshotService.layer({
+        interval: config.snapshotInterval,
+        finalSaveTimeout: "4 seconds",
+        saveOnClose: Effect.sync(started)
+      }).pipe(Layer.provide(FileSnapshotStore.layer({ path: config.snapshotPath })))
     : Layer.empty
 
 /**
@@ -100,9 +106,11 @@ const snapshotLayer = (config: ServiceConfig): Layer.Layer<never, never, Cluster
  * @category constructors
  * @since 0.1.0
  */
-export const serve = (config: ServiceConfig) =>
-  Effect.gen(function* () {
+export const serve = (config: ServiceConfig) => {
+  let started = false
+  return Effect.gen(function* () {
     const server = yield* serverOn(config)
+    started = true
     yield* Readiness.readyUntilClosed
     const landing = yield* Effect.serviceOption(LandingServer.LandingServer)
     const metrics = yield* Effect.serviceOption(MetricsServer.MetricsServer)
@@ -132,7 +140,7 @@ export const serve = (config: ServiceConfig) =>
     Effect.provide(httpLayers(config)),
     Effect.provide(
       Layer.mergeAll(
-        snapshotLayer(config).pipe(
+        snapshotLayer(config, () => started).pipe(
           Layer.provideMerge(
             DiscoveryServer.layer({
               reportClientIp: !config.disableClientIpReporting,
@@ -147,3 +155,4 @@ export const serve = (config: ServiceConfig) =>
     ),
     Effect.provide(loggerLayer(config.debug))
   )
+}

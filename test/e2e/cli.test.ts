@@ -6,7 +6,7 @@
  * 0. The HTTP listeners answer, and the state survives a restart through the
  * snapshot file.
  */
-import { type ChildProcess, spawn } from "node:child_process"
+import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import { once } from "node:events"
 import { mkdtempSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -251,6 +251,50 @@ describe("discovery-service operations", () => {
       assert.isAtLeast(lost, 0, key)
       assert.isAtMost(lost, elapsed + 1, key)
     }
+  })
+})
+
+describe("discovery-service shutdown", () => {
+  it("exits at once on a second signal while the first one's graceful stop is under way", async () => {
+    const path = join(scratch, "signals.binpb")
+    const server = await start(["--addr", "127.0.0.1:0"], path)
+    // The final save opens <path>.tmp for writing; as a FIFO with no reader that open blocks, so the graceful
+    // stop cannot finish by itself.
+    execFileSync("mkfifo", [`${path}.tmp`])
+    const exited = once(server.child, "exit")
+    server.child.kill("SIGTERM")
+    await new Promise((resolveWait) => setTimeout(resolveWait, 500))
+    assert.isNull(server.child.exitCode, "still stopping after the first signal")
+    server.child.kill("SIGTERM")
+    const [, signal] = (await exited) as [number | null, string | null]
+    assert.strictEqual(signal, "SIGKILL")
+  })
+
+  it("does not write the snapshot when it fails to start", async () => {
+    const path = join(scratch, "busy.binpb")
+    const first = await start(["--addr", "127.0.0.1:0"], path)
+    const client = loadClient(first.port)
+    await call(client, "AffiliateUpdate", { cluster_id: "busy", affiliate_id: "kept", ttl: { seconds: 600 } })
+    client.close()
+    assert.strictEqual(await stop(first), 0)
+    const saved = readFileSync(path)
+
+    const blocker = await start(["--addr", "127.0.0.1:0", "--snapshots-enabled=false"])
+    const child = spawn(
+      process.execPath,
+      [
+        "src/cli/main.ts",
+        `--addr=127.0.0.1:${blocker.port}`,
+        "--landing-addr=",
+        "--metrics-addr=",
+        `--snapshot-path=${path}`
+      ],
+      { cwd: root, stdio: "ignore" }
+    )
+    const [code] = (await once(child, "exit")) as [number | null]
+    assert.strictEqual(await stop(blocker), 0)
+    assert.notStrictEqual(code, 0)
+    assert.deepStrictEqual(readFileSync(path), saved)
   })
 })
 

@@ -315,6 +315,20 @@ describe("SnapshotCodec", () => {
       )
     })
 
+    it("skips and reports a record whose ID is not valid UTF-8 instead of changing the ID", () => {
+      // Cluster "c" (valid), then a cluster whose id is FF FE, then cluster "d".
+      const decoded = decode(hex("0A 03 0A 01 63 0A 04 0A 02 FF FE 0A 03 0A 01 64"), now)
+      assert.deepStrictEqual(
+        decoded.clusters.map((c) => c.id),
+        ["c", "d"]
+      )
+      assert.deepStrictEqual(
+        decoded.skipped.map((s) => [s.offset, s.length]),
+        [[5, 6]]
+      )
+      assert.match(decoded.skipped[0]!.reason, /not valid UTF-8/)
+    })
+
     it("skips an overlong varint and everything after it", () => {
       const decoded = decode(hex("0A 03 0A 01 63 0A FF FF FF FF FF FF FF FF FF FF 01 0A 03 0A 01 64"), now)
       assert.deepStrictEqual(

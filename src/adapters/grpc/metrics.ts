@@ -151,14 +151,20 @@ const helloRequestsTotal = Metric.counter("discovery_server_hello_requests_total
 
 const helloByVersion = new Map<string, Metric.Counter<number>>()
 
+/** Real versions are digits (`v1.8`, `v0.14-pre`); anything else would let clients mint series at will (Q11). */
+const versionLabel = /^v\d{1,3}\.\d{1,3}(-pre)?$/
+
 /**
  * The `discovery_server_hello_requests_total` series of a client version
- * label (one object per label, kept for reuse).
+ * label (one object per label, kept for reuse). A label that is not digits,
+ * which `parseVersion` lets through, is counted as `unknown`, so clients cannot
+ * grow the number of series without bound.
  *
  * @category metrics
  * @since 0.1.0
  */
-export const helloRequests = (label: string): Metric.Counter<number> => {
+export const helloRequests = (parsed: string): Metric.Counter<number> => {
+  const label = versionLabel.test(parsed) ? parsed : "unknown"
   let counter = helloByVersion.get(label)
   if (counter === undefined) {
     counter = Metric.withAttributes(helloRequestsTotal, { client_version: label })

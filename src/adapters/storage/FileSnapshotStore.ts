@@ -40,6 +40,8 @@ export interface FileSystemOps {
   readonly unlink: (path: string) => Promise<void>
   readonly readFile: (path: string) => Promise<Uint8Array>
   readonly access: (path: string) => Promise<void>
+  /** What kind of entry a path is; without it every existing path counts as a file. */
+  readonly stat?: ((path: string) => Promise<{ readonly isFile: () => boolean }>) | undefined
 }
 
 /**
@@ -54,7 +56,8 @@ export const nodeFileSystem: FileSystemOps = {
   rename: (from, to) => fs.rename(from, to),
   unlink: (path) => fs.unlink(path),
   readFile: (path) => fs.readFile(path),
-  access: (path) => fs.access(path)
+  access: (path) => fs.access(path),
+  stat: (path) => fs.stat(path)
 }
 
 /**
@@ -116,6 +119,8 @@ export const make = (options: FileStoreOptions = {}) =>
     const temporary = `${path}.tmp`
     // One save at a time: two saves must never share the temporary file.
     const lock = yield* Semaphore.make(1)
+    // A temporary file left by a crash mid-save is never the good state: remove it now.
+    yield* Effect.promise(() => files.unlink(temporary).catch(() => undefined))
 
     const writeAll = async (handle: FileHandleOps, bytes: Uint8Array) => {
       let offset = 0
@@ -193,6 +198,9 @@ export const make = (options: FileStoreOptions = {}) =>
           } catch (error) {
             if (errorCode(error) === "ENOENT") return Option.none<string>()
             throw error
+          }
+          if (files.stat !== undefined && !(await files.stat(path)).isFile()) {
+            throw new Error("it is not a regular file; refusing to move it")
           }
           const base = `${path}.corrupt-${fileTimestamp(now)}`
           for (let attempt = 0; ; attempt++) {

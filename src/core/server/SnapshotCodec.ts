@@ -332,7 +332,17 @@ class Malformed {
   }
 }
 
-const utf8Decoder = new TextDecoder("utf-8", { ignoreBOM: true })
+// Fatal: the service never accepts IDs that are not UTF-8, so a file holding one (the original accepts any
+// bytes) has that record skipped and reported rather than its ID silently changed.
+const utf8Decoder = new TextDecoder("utf-8", { ignoreBOM: true, fatal: true })
+
+const decodeId = (bytes: Uint8Array, field: string): string => {
+  try {
+    return utf8Decoder.decode(bytes)
+  } catch {
+    throw new Malformed(`${field} is not valid UTF-8`)
+  }
+}
 /** A plain Uint8Array copy that owns its memory (even when the input is a Node Buffer, whose `slice` is a view). */
 const copy = (view: Uint8Array): Uint8Array => new Uint8Array(view)
 
@@ -540,7 +550,7 @@ const readAffiliate =
       switch (field) {
         case 1:
           expectWireType(type, 2, "AffiliateSnapshot.id")
-          id = utf8Decoder.decode(payload(reader))
+          id = decodeId(payload(reader), "AffiliateSnapshot.id")
           break
         case 2:
           expectWireType(type, 2, "AffiliateSnapshot.expiration")
@@ -579,7 +589,7 @@ const readCluster = (reader: Reader, now: number): ClusterEntry => {
     switch (field) {
       case 1:
         expectWireType(type, 2, "ClusterSnapshot.id")
-        id = utf8Decoder.decode(payload(reader))
+        id = decodeId(payload(reader), "ClusterSnapshot.id")
         break
       case 2: {
         expectWireType(type, 2, "ClusterSnapshot.affiliates")

@@ -33,6 +33,12 @@ export interface SnapshotOptions {
   readonly interval?: DurationT.Input | undefined
   /** Longest the final save on shutdown is waited for (default 10 seconds). */
   readonly finalSaveTimeout?: DurationT.Input | undefined
+  /**
+   * Asked on shutdown whether to write the final snapshot (default: always).
+   * A service that failed to start (a busy port, a bad key pair) answers no,
+   * so it never overwrites a file another instance may be using.
+   */
+  readonly saveOnClose?: Effect.Effect<boolean> | undefined
 }
 
 /**
@@ -373,8 +379,14 @@ export const makeSnapshotService = Effect.fnUntraced(function* (options: Snapsho
   // A failed or late final save is logged and then ends the scope with a
   // defect, so that a program run by `runMain` exits with status 1, as the
   // original does.
+  const saveOnClose = options.saveOnClose ?? Effect.succeed(true)
   yield* Effect.addFinalizer(() =>
     Effect.gen(function* () {
+      if (!(yield* saveOnClose)) {
+        return yield* Effect.logWarning("final state save skipped: the service did not start").pipe(
+          Effect.annotateLogs({ component: "storage", location: store.location })
+        )
+      }
       const fiber = yield* Effect.forkDetach(saveNow)
       const exit = yield* Fiber.await(fiber).pipe(Effect.interruptible, Effect.timeoutOption(finalSaveTimeout))
       if (Option.isNone(exit)) {

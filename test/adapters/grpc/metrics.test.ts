@@ -4,7 +4,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Metric, Scope } from "effect"
 import { PrometheusMetrics } from "effect/observability"
 import { TestClock } from "effect/testing"
-import { goCodeNames, parseVersion } from "../../../src/adapters/grpc/metrics.ts"
+import { goCodeNames, helloRequests, parseVersion } from "../../../src/adapters/grpc/metrics.ts"
 import { HelloRequestSchema } from "../../../src/gen/discovery/server/cluster_pb.ts"
 import { connect, endpoint, rawUnary, serverLayer, waitUntil, watcher } from "./fixtures.ts"
 
@@ -44,6 +44,20 @@ describe("metrics", () => {
       ]
       for (const [version, label] of cases) assert.strictEqual(parseVersion(version), label, version)
     })
+
+    it.effect("counts a version label that is not digits as unknown, so clients cannot mint series (Q11)", () =>
+      Effect.gen(function* () {
+        const before = yield* PrometheusMetrics.format()
+        yield* Metric.update(helloRequests(parseVersion("vab.cde.f")), 1)
+        yield* Metric.update(helloRequests(parseVersion("v1.9.0")), 1)
+        const after = yield* PrometheusMetrics.format()
+        assert.notInclude(after, 'client_version="vab.cde"')
+        assert.include(after, 'client_version="v1.9"')
+        const unknown = (text: string) =>
+          Number(/discovery_server_hello_requests_total\{client_version="unknown"\} (\d+)/.exec(text)?.[1] ?? 0)
+        assert.strictEqual(unknown(after) - unknown(before), 1)
+      })
+    )
   })
 
   it.effect("exports the original's names, types, labels and buckets, seeded at zero", () =>
