@@ -12,6 +12,7 @@ import {
   openData,
   openEndpoint,
   sealAffiliate,
+  sealData,
   sealEndpoint
 } from "../../src/core/client/sealing.ts"
 import type { GoVectors, OpenedByGo } from "../interop/vectors/vectorFiles.ts"
@@ -67,6 +68,14 @@ describe("sealing vectors from the Go client", () => {
           const affiliate = Result.getOrThrow(openAffiliate(key, sealed))
           assert.deepStrictEqual(affiliate, Result.getOrThrow(decodeAffiliate(fromHex(a.plaintext))), a.name)
           assert.strictEqual(toHex(encodeAffiliate(affiliate)), a.plaintext, a.name)
+        }
+      })
+
+      it("seals Go's plaintext with Go's nonce to exactly Go's blob", () => {
+        for (const a of kv.affiliates) {
+          const sealed = fromHex(a.sealed)
+          const nonce = sealed.subarray(0, 12)
+          assert.strictEqual(toHex(sealData(key, fromHex(a.plaintext), nonce)), a.sealed, a.name)
         }
       })
     })
