@@ -66,16 +66,20 @@ export interface ServerOptions {
   readonly redirect?: string
   readonly port?: number
   readonly trustXRealIp?: boolean
+  /** Serve /metrics on this loopback port (default: off). */
+  readonly metricsPort?: number
+  /** Load and save snapshots at this path (default: off). */
+  readonly snapshotPath?: string
 }
 
-/** Starts the original Go service with snapshots, metrics and landing page off. */
+/** Starts the original Go service; snapshots, metrics and the landing page are off unless asked for. */
 export const startGoServer = async (binary: string, options: ServerOptions = {}): Promise<ServerProcess> => {
   const port = options.port ?? (await freePort())
   const args = [
     `-addr=127.0.0.1:${port}`,
     "-landing-addr=",
-    "-metrics-addr=",
-    "-snapshots-enabled=false",
+    `-metrics-addr=${options.metricsPort ? `127.0.0.1:${options.metricsPort}` : ""}`,
+    ...(options.snapshotPath ? [`-snapshot-path=${options.snapshotPath}`] : ["-snapshots-enabled=false"]),
     `-gc-interval=${options.gcInterval ?? "1s"}`,
     ...(options.redirect ? [`-redirect-endpoint=${options.redirect}`] : [])
   ]
@@ -93,8 +97,8 @@ export const startOurServer = async (options: ServerOptions = {}): Promise<Serve
     "src/cli/main.ts",
     `--addr=127.0.0.1:${port}`,
     "--landing-addr=",
-    "--metrics-addr=",
-    "--snapshots-enabled=false",
+    `--metrics-addr=${options.metricsPort ? `127.0.0.1:${options.metricsPort}` : ""}`,
+    ...(options.snapshotPath ? [`--snapshot-path=${options.snapshotPath}`] : ["--snapshots-enabled=false"]),
     `--gc-interval=${options.gcInterval ?? "1s"}`,
     ...(options.redirect ? [`--redirect-endpoint=${options.redirect}`] : []),
     ...(options.trustXRealIp ? ["--trust-x-real-ip"] : [])
