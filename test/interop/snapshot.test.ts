@@ -10,14 +10,14 @@ import { readFileSync, writeFileSync } from "node:fs"
 import { join, resolve } from "node:path"
 import { createInterface } from "node:readline"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Duration, Effect } from "effect"
 import * as GrpcClient from "../../src/adapters/grpc/GrpcClient.ts"
 import { toJson } from "../../src/adapters/storage/SnapshotJson.ts"
 import type { ClusterEntry } from "../../src/core/server/SnapshotCodec.ts"
 import { decode, encode } from "../../src/core/server/SnapshotCodec.ts"
 import { tempDir } from "../storage/fixtures/snapshots.ts"
 import { buildGoBinaries } from "./support/goBuild.ts"
-import { freePort } from "./support/processes.ts"
+import { freePort, startOurServer } from "./support/processes.ts"
 
 const root = resolve(import.meta.dirname, "../..")
 const { dir, remove } = tempDir()
@@ -161,6 +161,55 @@ describe("snapshot files with the original Go service", () => {
     // The original decoder and ours print the same JSON.
     const goJson = execFileSync(goDecoder, [`-snapshot-path=${path}`], { encoding: "utf8" })
     assert.deepStrictEqual(JSON.parse(goJson), JSON.parse(toJson(goBytes)))
+  })
+
+  it("a file the original wrote from its API loads in our service with the same affiliates and TTLs (±1 s)", async () => {
+    const path = join(dir, "from-go.binpb")
+    const ttls = [90, 600, 1800]
+    const put = (address: string) =>
+      Effect.runPromise(
+        Effect.gen(function* () {
+          const api = yield* GrpcClient.make({ endpoint: address, tls: false })
+          for (const [i, ttl] of ttls.entries()) {
+            yield* api.affiliateUpdate({
+              clusterId: "go-written",
+              affiliateId: `node-${i}`,
+              data: blob(50 + i, i + 1),
+              endpoints: [blob(16, 0x30 + i)],
+              ttl: Duration.seconds(ttl)
+            })
+          }
+          return yield* api.list({ clusterId: "go-written" })
+        }).pipe(Effect.scoped)
+      )
+    const go = await runGo(path)
+    const before = await put(go.address)
+    await go.stop()
+    const goSavedAt = Date.now()
+    const goFile = decode(new Uint8Array(readFileSync(path)), goSavedAt)
+
+    const ours = await startOurServer({ snapshotPath: path })
+    const after = await Effect.runPromise(
+      Effect.gen(function* () {
+        const api = yield* GrpcClient.make({ endpoint: ours.address, tls: false })
+        return yield* api.list({ clusterId: "go-written" })
+      }).pipe(Effect.scoped)
+    )
+    await ours.stop()
+    const ourSavedAt = Date.now()
+    const ourFile = decode(new Uint8Array(readFileSync(path)), ourSavedAt)
+
+    assert.deepStrictEqual(plain(after), plain(before))
+    // Each file holds whole seconds left at its save, so the expiry instants they imply agree within 1 s
+    // (plus the few milliseconds between a save and the moment the test sees the process exit).
+    const expiries = (file: ReturnType<typeof decode>) =>
+      new Map([...file.clusters[0]!.affiliates.values()].map((a) => [a.id, a.expiresAt]))
+    const fromGo = expiries(goFile)
+    const fromOurs = expiries(ourFile)
+    assert.strictEqual(fromOurs.size, ttls.length)
+    for (const [id, expiresAt] of fromGo) {
+      assert.isAtMost(Math.abs(fromOurs.get(id)! - expiresAt), 1_100, id)
+    }
   })
 
   it("the original leaves the old file in place when its state is empty at shutdown (Q13)", async () => {
