@@ -39,6 +39,7 @@ import {
 } from "effect"
 import type { ClusterApi, WatchEvent } from "../../ports/ClusterApi.ts"
 import { Unavailable } from "../../ports/DiscoveryError.ts"
+import { utf8Length } from "../utf8.ts"
 import { ClusterConnector } from "./ClusterConnector.ts"
 import type { AffiliateInfoInit, EndpointInit } from "./payload.ts"
 import type { DiscoveredAffiliate, Discovered, Reconciler } from "./reconcile.ts"
@@ -213,8 +214,6 @@ interface Config {
   readonly refreshInterval: Duration.Duration
   readonly maxRedirects: number
 }
-
-const utf8Length = (s: string): number => new TextEncoder().encode(s).length
 
 const checkId = (what: string, id: string): string | undefined => {
   if (id === "") return `${what} can't be empty`

@@ -12,6 +12,7 @@
  *
  * @since 0.1.0
  */
+import { utf8Length } from "../utf8.ts"
 
 /**
  * The largest ClusterSnapshot record accepted, in bytes: the exact size of a
@@ -125,23 +126,6 @@ const fieldSize = (length: number): number => 1 + varintSize(length) + length
 const durationSize = (seconds: number): number => (seconds === 0 ? 0 : 1 + varintSize(seconds))
 
 /** UTF-8 byte length of a string, as TextEncoder would encode it (lone surrogates become U+FFFD). */
-const utf8Length = (text: string): number => {
-  let length = 0
-  for (let i = 0; i < text.length; i++) {
-    const code = text.charCodeAt(i)
-    if (code < 0x80) length += 1
-    else if (code < 0x800) length += 2
-    else if (code >= 0xd800 && code <= 0xdbff && i + 1 < text.length) {
-      const next = text.charCodeAt(i + 1)
-      if (next >= 0xdc00 && next <= 0xdfff) {
-        length += 4
-        i++
-      } else length += 3
-    } else length += 3
-  }
-  return length
-}
-
 class Writer {
   readonly bytes: Uint8Array
   pos = 0

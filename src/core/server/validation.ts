@@ -8,30 +8,16 @@
 import { Duration, Effect } from "effect"
 import type { AffiliateUpdateRequest } from "../../ports/ClusterApi.ts"
 import { InvalidArgument } from "../../ports/DiscoveryError.ts"
+import { utf8Length } from "../utf8.ts"
 import { Limits } from "./limits.ts"
 
 /**
- * The UTF-8 byte length of a string, without allocating for ASCII-only input.
+ * The UTF-8 byte length of a string.
  *
  * @category validation
  * @since 0.1.0
  */
-export const utf8Length = (value: string): number => {
-  let bytes = 0
-  for (let i = 0; i < value.length; i++) {
-    const code = value.charCodeAt(i)
-    if (code < 0x80) bytes += 1
-    else if (code < 0x800) bytes += 2
-    else if (code >= 0xd800 && code <= 0xdbff && i + 1 < value.length) {
-      const next = value.charCodeAt(i + 1)
-      if (next >= 0xdc00 && next <= 0xdfff) {
-        bytes += 4
-        i++
-      } else bytes += 3
-    } else bytes += 3
-  }
-  return bytes
-}
+export { utf8Length }
 
 const checkId = (value: string, name: string, max: number): string | undefined => {
   if (value.length === 0) return `${name} can't be empty`
