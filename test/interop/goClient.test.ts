@@ -141,6 +141,9 @@ for (const server of servers) {
 
       await go.set("r1", { hostname: "r1-moved" })
       await go.until("r2", (a) => a[0]?.hostname === "r1-moved", 30_000)
+      // No client stream is left on the redirecting server: its graceful stop completes, with status 0.
+      await srv1.stop()
+      assert.deepStrictEqual([srv1.child.exitCode, srv1.child.signalCode], [0, null])
       await go.set("r1", { hostname: "r1-moved", endpoints: [{ ip: "1.2.3.4", port: 4242 }] })
       await go.until("r2", (a) => a[0]?.endpoints?.some((e) => e.port === 4242) === true, 30_000)
       await go.stop("r1")
