@@ -35,5 +35,12 @@ export interface ServiceConfig {
   readonly certificatePath: string
   readonly keyPath: string
   /** Per-client-address token bucket, or false for none. */
-  readonly rateLimit: { readonly rate: number; readonly burst: number; readonly maxWait: Duration.Duration } | false
+  readonly rateLimit:
+    | {
+        readonly rate: number
+        readonly burst: number
+        readonly maxWait: Duration.Duration
+        readonly maxBuckets: number
+      }
+    | false
 }

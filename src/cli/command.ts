@@ -124,6 +124,11 @@ export const flags = {
   rateLimitMaxWait: goDuration("rate-limit-max-wait", "10s").pipe(
     Flag.withDescription("longest a call waits for its turn before RESOURCE_EXHAUSTED, as a Go duration (default 10s)")
   ),
+  rateLimitMaxClients: positiveInt("rate-limit-max-clients", 1_000_000).pipe(
+    Flag.withDescription(
+      "most client addresses tracked at once; beyond it new addresses share one bucket until idle ones are dropped (default 1000000)"
+    )
+  ),
   debug: Flag.Boolean("debug").pipe(
     Flag.withDescription("human-readable logs at debug level instead of JSON lines; MODE=dev does the same"),
     Flag.withFallbackConfig(Config.String("MODE").pipe(Config.map((mode) => mode === "dev"))),
@@ -205,7 +210,12 @@ export const make = <E, R>(serve: (config: ServiceConfig) => Effect.Effect<void,
       rateLimit:
         parsed.rateLimitRps === 0
           ? false
-          : { rate: parsed.rateLimitRps, burst: parsed.rateLimitBurst, maxWait: parsed.rateLimitMaxWait }
+          : {
+              rate: parsed.rateLimitRps,
+              burst: parsed.rateLimitBurst,
+              maxWait: parsed.rateLimitMaxWait,
+              maxBuckets: parsed.rateLimitMaxClients
+            }
     })
   }).pipe(
     Command.withDescription(
