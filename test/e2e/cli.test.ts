@@ -262,12 +262,16 @@ describe("discovery-service shutdown", () => {
     // stop cannot finish by itself.
     execFileSync("mkfifo", [`${path}.tmp`])
     const exited = once(server.child, "exit")
-    server.child.kill("SIGTERM")
-    await new Promise((resolveWait) => setTimeout(resolveWait, 500))
-    assert.isNull(server.child.exitCode, "still stopping after the first signal")
-    server.child.kill("SIGTERM")
-    const [, signal] = (await exited) as [number | null, string | null]
-    assert.strictEqual(signal, "SIGKILL")
+    try {
+      server.child.kill("SIGTERM")
+      await new Promise((resolveWait) => setTimeout(resolveWait, 500))
+      assert.isNull(server.child.exitCode, "still stopping after the first signal")
+      server.child.kill("SIGTERM")
+      const [, signal] = (await exited) as [number | null, string | null]
+      assert.strictEqual(signal, "SIGKILL")
+    } finally {
+      server.child.kill("SIGKILL")
+    }
   })
 
   it("does not write the snapshot when it fails to start", async () => {
