@@ -14,6 +14,7 @@ import { LandingServer, MetricsServer, Readiness } from "../adapters/http/index.
 import { FileSnapshotStore } from "../adapters/storage/index.ts"
 import type { ClusterState } from "../core/server/ClusterState.ts"
 import { SnapshotService } from "../core/server/SnapshotService.ts"
+import * as JsonLogger from "./jsonLogger.ts"
 import type { ServiceConfig } from "./ServiceConfig.ts"
 
 /**
@@ -32,15 +33,16 @@ export const listenAddresses = (addr: string): Array<string> => {
 }
 
 /**
- * The logger of the command: JSON lines at Info, or human-readable at Debug
- * with `--debug`.
+ * The logger of the command: JSON lines at Info (the lines of
+ * `Logger.consoleJson`, written in batches: see `JsonLogger`), or
+ * human-readable at Debug with `--debug`.
  *
  * @category layers
  * @since 0.1.0
  */
 export const loggerLayer = (debug: boolean): Layer.Layer<never> =>
   Layer.mergeAll(
-    Logger.layer([debug ? Logger.consolePretty() : Logger.consoleJson]),
+    Logger.layer([debug ? Logger.consolePretty() : JsonLogger.make()]),
     Layer.succeed(References.MinimumLogLevel, debug ? "Debug" : "Info")
   )
 

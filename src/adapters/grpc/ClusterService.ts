@@ -64,6 +64,20 @@ const serializer =
   (message: MessageShape<Desc>): Buffer =>
     asBuffer(toBinary(schema, message))
 
+const noBytes = Buffer.alloc(0)
+
+/**
+ * The serializer of a message without fields (AffiliateUpdateResponse,
+ * AffiliateDeleteResponse): the shared empty buffer unless the message
+ * carries unknown fields, so the server's constant replies are not encoded
+ * again on every call. grpc-js copies the bytes into its frame, so sharing
+ * them is safe.
+ */
+const emptySerializer =
+  <Desc extends DescMessage>(schema: Desc) =>
+  (message: MessageShape<Desc>): Buffer =>
+    message.$unknown === undefined || message.$unknown.length === 0 ? noBytes : asBuffer(toBinary(schema, message))
+
 const deserializer =
   <Desc extends DescMessage>(schema: Desc) =>
   (bytes: Buffer): MessageShape<Desc> =>
@@ -96,7 +110,7 @@ export const ClusterService = {
     originalName: Cluster.method.affiliateUpdate.localName,
     requestSerialize: serializer(Cluster.method.affiliateUpdate.input),
     requestDeserialize: decodeAffiliateUpdateRequest,
-    responseSerialize: serializer(Cluster.method.affiliateUpdate.output),
+    responseSerialize: emptySerializer(Cluster.method.affiliateUpdate.output),
     responseDeserialize: deserializer(Cluster.method.affiliateUpdate.output)
   } satisfies ClusterMethod<
     AffiliateUpdateRequest,
@@ -111,7 +125,7 @@ export const ClusterService = {
     originalName: Cluster.method.affiliateDelete.localName,
     requestSerialize: serializer(Cluster.method.affiliateDelete.input),
     requestDeserialize: decodeAffiliateDeleteRequest,
-    responseSerialize: serializer(Cluster.method.affiliateDelete.output),
+    responseSerialize: emptySerializer(Cluster.method.affiliateDelete.output),
     responseDeserialize: deserializer(Cluster.method.affiliateDelete.output)
   } satisfies ClusterMethod<
     AffiliateDeleteRequest,

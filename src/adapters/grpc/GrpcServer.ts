@@ -390,6 +390,13 @@ export const register = (
       }
       if (logged) effect = log(method, call, decoded, address, effect)
       const fiber = runFork(effect)
+      // Most calls finish synchronously inside runFork: reply at once, with no
+      // bookkeeping for a fiber that can no longer be interrupted.
+      const done = fiber.pollUnsafe()
+      if (done !== undefined) {
+        if (!call.cancelled) reply(done)
+        return
+      }
       fibers.add(fiber)
       fiber.addObserver((exit) => {
         fibers.delete(fiber)
