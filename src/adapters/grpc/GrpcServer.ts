@@ -50,7 +50,7 @@ import {
 } from "./codec.ts"
 import * as Health from "./health.ts"
 import type { MethodMetrics } from "./metrics.ts"
-import { clusterMetrics, helloRequests, parseVersion, seed } from "./metrics.ts"
+import { clusterMetrics, goCodeNames, helloRequests, parseVersion, seed } from "./metrics.ts"
 import type { RateLimitOptions } from "./rateLimit.ts"
 import * as RateLimit from "./rateLimit.ts"
 import * as Reflection from "./reflection.ts"
@@ -86,9 +86,10 @@ export interface HandlerOptions extends TrustOptions {
    * One log line per call through Effect's logger (default true): the method
    * path as the message and the annotations `peer.address`, `code`,
    * `duration` (seconds), `error` (when failed), `cluster_id`, `affiliate_id`
-   * (AffiliateUpdate, AffiliateDelete) and `client_version` (Hello). `code`
-   * is the grpc-js status name (`OK`, `INVALID_ARGUMENT`, …); a Watch the
-   * client cancels is `OK`, a unary call it cancels `CANCELLED`. Info level,
+   * (AffiliateUpdate, AffiliateDelete) and `client_version` (Hello), each cut
+   * at 256 characters. `code` is spelled as the original logs it (`OK`,
+   * `InvalidArgument`, …); a Watch the client cancels is `OK`, a unary call it
+   * cancels `Canceled`. Info level,
    * Error when the call failed (not when it was cut short by the client or by
    * shutdown); a Watch is logged when it ends. Blobs are never logged.
    */
@@ -255,10 +256,14 @@ interface Method<Request> {
   readonly fields: (request: Request) => Record<string, string>
 }
 
-const clusterFields = (request: { readonly clusterId: string }) => ({ cluster_id: request.clusterId })
+/** A request field as logged: at most 256 characters, so a huge invalid ID cannot flood the log. */
+const clip = (value: string): string =>
+  value.length <= 256 ? value : `${value.slice(0, 256)}…(${value.length} characters)`
+
+const clusterFields = (request: { readonly clusterId: string }) => ({ cluster_id: clip(request.clusterId) })
 const affiliateFields = (request: { readonly clusterId: string; readonly affiliateId: string }) => ({
-  cluster_id: request.clusterId,
-  affiliate_id: request.affiliateId
+  cluster_id: clip(request.clusterId),
+  affiliate_id: clip(request.affiliateId)
 })
 
 const methods = {
@@ -266,7 +271,10 @@ const methods = {
     path: ClusterService.Hello.path,
     streaming: false,
     metrics: clusterMetrics.Hello,
-    fields: (request: ProtoHelloRequest) => ({ cluster_id: request.clusterId, client_version: request.clientVersion })
+    fields: (request: ProtoHelloRequest) => ({
+      cluster_id: clip(request.clusterId),
+      client_version: clip(request.clientVersion)
+    })
   } satisfies Method<ProtoHelloRequest>,
   AffiliateUpdate: {
     path: ClusterService.AffiliateUpdate.path,
@@ -361,7 +369,7 @@ export const register = (
           const status = statusOf(exit, call, method.streaming)
           const annotations: Record<string, unknown> = {
             "peer.address": formatIp(address),
-            code: grpc.status[status.code] ?? String(status.code),
+            code: goCodeNames[status.code] ?? String(status.code),
             duration: secondsSince(startedAt)
           }
           if (Result.isSuccess(decoded)) Object.assign(annotations, method.fields(decoded.success))

@@ -250,7 +250,7 @@ describe("GrpcServer", () => {
         const waiting = yield* Effect.forkChild(list(5000))
         yield* realSleep(200)
         yield* Fiber.interrupt(waiting)
-        yield* waitUntil(() => lines.some((line) => line.annotations.code === "CANCELLED"), "the cancel is logged")
+        yield* waitUntil(() => lines.some((line) => line.annotations.code === "Canceled"), "the cancel is logged")
         yield* TestClock.adjust("1 second")
         yield* list(500)
       }).pipe(Effect.provide(serverLayer({}, { rateLimit: { rate: 1, burst: 1 } })), Effect.provide(layer))
@@ -299,7 +299,7 @@ describe("GrpcServer", () => {
         assert.strictEqual(failed[0]!.level, "ERROR")
         assert.deepStrictEqual(failed[0]!.annotations, {
           "peer.address": "127.0.0.1",
-          code: "INVALID_ARGUMENT",
+          code: "InvalidArgument",
           duration: 0,
           cluster_id: "c",
           affiliate_id: "",
@@ -327,6 +327,20 @@ describe("GrpcServer", () => {
       }).pipe(Effect.provide(serverLayer()), Effect.provide(layer))
     })
 
+    it.effect("cuts long IDs in log lines at 256 characters", () => {
+      const { lines, layer } = captureLogs()
+      return Effect.gen(function* () {
+        const target = yield* endpoint
+        const long = "x".repeat(5000)
+        const bytes = toBinary(HelloRequestSchema, create(HelloRequestSchema, { clusterId: long, clientVersion: long }))
+        yield* Effect.exit(rawUnary(target, `${service}/Hello`, bytes))
+        const [line] = annotated(lines, "Hello")
+        assert.strictEqual(line!.annotations.cluster_id, `${"x".repeat(256)}…(5000 characters)`)
+        assert.strictEqual(line!.annotations.client_version, `${"x".repeat(256)}…(5000 characters)`)
+        assert.strictEqual(line!.annotations.code, "InvalidArgument")
+      }).pipe(Effect.provide(serverLayer()), Effect.provide(layer))
+    })
+
     it.effect("logs calls the rate limiter refuses", () => {
       const { lines, layer } = captureLogs()
       return Effect.gen(function* () {
@@ -337,7 +351,7 @@ describe("GrpcServer", () => {
           annotated(lines, "Hello").map((line) => [line.level, line.annotations.code, line.annotations.error]),
           [
             ["INFO", "OK", undefined],
-            ["ERROR", "RESOURCE_EXHAUSTED", "rate limit exceeds request timeout"]
+            ["ERROR", "ResourceExhausted", "rate limit exceeds request timeout"]
           ]
         )
       }).pipe(Effect.provide(serverLayer({}, { rateLimit: { rate: 1, burst: 1 } })), Effect.provide(layer))
