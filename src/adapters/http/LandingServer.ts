@@ -15,6 +15,7 @@ import { Context, Duration, Effect, Exit, Layer, Option } from "effect"
 import type { HttpServerError } from "effect/http"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import type { NetAddress } from "effect/net"
+import { limiterKey, parseSocketAddress, resolveClientAddress } from "../../core/server/clientAddress.ts"
 import { ClusterState } from "../../core/server/ClusterState.ts"
 import * as Health from "./Health.ts"
 import { boundAddress, serveOn } from "./listener.ts"
@@ -111,14 +112,17 @@ export const parseQuery = (
   return { _tag: "Ok", values }
 }
 
-/** The caller's address as the rate limit key; IPv4-mapped IPv6 becomes IPv4. */
+/**
+ * The caller's address as the rate limit key, by the same rules as gRPC calls
+ * (PROTOCOL.md §2.10); IPv4-mapped IPv6 counts as IPv4.
+ */
 const clientKey = (request: HttpServerRequest.HttpServerRequest, options: LandingOptions): string => {
-  const first = (value: string | undefined) => value?.split(",")[0]?.trim() || undefined
-  const address =
-    (options.trustXRealIp ? first(request.headers["x-real-ip"]) : undefined) ??
-    (options.trustFirstXForwardedFor ? first(request.headers["x-forwarded-for"]) : undefined) ??
-    Option.getOrElse(request.remoteAddress, () => "unknown")
-  return address.startsWith("::ffff:") && address.includes(".") ? address.slice(7) : address
+  const ip = resolveClientAddress(
+    (name) => request.headers[name],
+    () => Option.getOrUndefined(Option.map(request.remoteAddress, parseSocketAddress)),
+    { trustXRealIp: options.trustXRealIp, trustXForwardedFor: options.trustFirstXForwardedFor }
+  )
+  return ip === undefined ? "unknown" : limiterKey(ip)
 }
 
 // The pages need no script and load nothing: a strict policy makes any escaping slip inert.

@@ -252,6 +252,23 @@ describe("LandingServer", () => {
       }).pipe(Effect.provide(landing({ inspectRateLimit: { perSecond: 1, burst: 1 } })))
     )
 
+    it.effect(
+      "keys the limit by the rules of §2.10: an invalid trusted header falls through to the socket address",
+      () =>
+        Effect.gen(function* () {
+          const p = yield* port
+          // Not an IP, so the caller counts as its loopback address: the same bucket as a plain request.
+          assert.strictEqual((yield* request(p, "/inspect", { headers: { "x-real-ip": "not-an-ip" } })).status, 200)
+          assert.strictEqual((yield* request(p, "/inspect")).status, 429)
+          // An IPv4-mapped value counts as its IPv4 address.
+          assert.strictEqual(
+            (yield* request(p, "/inspect", { headers: { "x-real-ip": "::ffff:9.9.9.9" } })).status,
+            200
+          )
+          assert.strictEqual((yield* request(p, "/inspect", { headers: { "x-real-ip": "9.9.9.9" } })).status, 429)
+        }).pipe(Effect.provide(landing({ inspectRateLimit: { perSecond: 1, burst: 1 }, trustXRealIp: true })))
+    )
+
     it.effect("can run without a rate limit", () =>
       Effect.gen(function* () {
         const p = yield* port
