@@ -24,9 +24,7 @@ import type {
   AffiliateUpdateRequest as ProtoAffiliateUpdateRequest,
   AffiliateUpdateResponse as ProtoAffiliateUpdateResponse,
   HelloRequest as ProtoHelloRequest,
-  HelloResponse as ProtoHelloResponse,
   ListRequest as ProtoListRequest,
-  ListResponse as ProtoListResponse,
   WatchRequest as ProtoWatchRequest
 } from "../../gen/discovery/server/cluster_pb.ts"
 import { AffiliateDeleteResponseSchema, AffiliateUpdateResponseSchema } from "../../gen/discovery/server/cluster_pb.ts"
@@ -440,74 +438,65 @@ export const register = (
       }
     }
 
+    /** The request's message, or its decoding failure, passed on to `run`. */
+    const onMessage =
+      <Request, A>(run: (message: Request, address: Uint8Array | undefined) => Effect.Effect<A, DiscoveryError>) =>
+      (decoded: DecodedRequest<Request>, address: Uint8Array | undefined): Effect.Effect<A, DiscoveryError> =>
+        Effect.flatMap(Effect.fromResult(decoded), (message) => run(message, address))
+
+    /** A unary handler: the chain of `start`, then the reply encoded by `encode`. */
+    const unary =
+      <Request, A, Response>(
+        method: Method<Request>,
+        handler: (
+          decoded: DecodedRequest<Request>,
+          address: Uint8Array | undefined
+        ) => Effect.Effect<A, DiscoveryError>,
+        encode: (value: A) => Response
+      ) =>
+      (call: grpc.ServerUnaryCall<DecodedRequest<Request>, Response>, callback: grpc.sendUnaryData<Response>) =>
+        start(method, call, call.request, handler, unaryReply(callback, encode))
+
+    const hello = onMessage((message: ProtoHelloRequest, address) => api.hello(helloRequestFromProto(message, address)))
+
     const handlers = {
-      Hello: (
-        call: grpc.ServerUnaryCall<DecodedRequest<ProtoHelloRequest>, ProtoHelloResponse>,
-        callback: grpc.sendUnaryData<ProtoHelloResponse>
-      ) =>
-        start(
-          methods.Hello,
-          call,
-          call.request,
-          (decoded, address) =>
-            Effect.suspend(() => {
-              // Counted before validation, as the original does (§2.4).
-              countHello(decoded)
-              return Effect.flatMap(Effect.fromResult(decoded), (message) =>
-                api.hello(helloRequestFromProto(message, address))
-              )
-            }),
-          unaryReply(callback, helloResponseToProto)
+      Hello: unary(
+        methods.Hello,
+        (decoded, address) =>
+          Effect.suspend(() => {
+            // Counted before validation, as the original does (§2.4).
+            countHello(decoded)
+            return hello(decoded, address)
+          }),
+        helloResponseToProto
+      ),
+      AffiliateUpdate: unary(
+        methods.AffiliateUpdate,
+        onMessage((message: ProtoAffiliateUpdateRequest) =>
+          api.affiliateUpdate(affiliateUpdateRequestFromProto(message))
         ),
-      AffiliateUpdate: (
-        call: grpc.ServerUnaryCall<DecodedRequest<ProtoAffiliateUpdateRequest>, ProtoAffiliateUpdateResponse>,
-        callback: grpc.sendUnaryData<ProtoAffiliateUpdateResponse>
-      ) =>
-        start(
-          methods.AffiliateUpdate,
-          call,
-          call.request,
-          (decoded) =>
-            Effect.flatMap(Effect.fromResult(decoded), (message) =>
-              api.affiliateUpdate(affiliateUpdateRequestFromProto(message))
-            ),
-          unaryReply(callback, () => updateResponse)
+        (): ProtoAffiliateUpdateResponse => updateResponse
+      ),
+      AffiliateDelete: unary(
+        methods.AffiliateDelete,
+        onMessage((message: ProtoAffiliateDeleteRequest) =>
+          api.affiliateDelete(affiliateDeleteRequestFromProto(message))
         ),
-      AffiliateDelete: (
-        call: grpc.ServerUnaryCall<DecodedRequest<ProtoAffiliateDeleteRequest>, ProtoAffiliateDeleteResponse>,
-        callback: grpc.sendUnaryData<ProtoAffiliateDeleteResponse>
-      ) =>
-        start(
-          methods.AffiliateDelete,
-          call,
-          call.request,
-          (decoded) =>
-            Effect.flatMap(Effect.fromResult(decoded), (message) =>
-              api.affiliateDelete(affiliateDeleteRequestFromProto(message))
-            ),
-          unaryReply(callback, () => deleteResponse)
-        ),
-      List: (
-        call: grpc.ServerUnaryCall<DecodedRequest<ProtoListRequest>, ProtoListResponse>,
-        callback: grpc.sendUnaryData<ProtoListResponse>
-      ) =>
-        start(
-          methods.List,
-          call,
-          call.request,
-          (decoded) =>
-            Effect.flatMap(Effect.fromResult(decoded), (message) => api.list(clusterRequestFromProto(message))),
-          unaryReply(callback, listResponseToProto)
-        ),
+        (): ProtoAffiliateDeleteResponse => deleteResponse
+      ),
+      List: unary(
+        methods.List,
+        onMessage((message: ProtoListRequest) => api.list(clusterRequestFromProto(message))),
+        listResponseToProto
+      ),
       Watch: (call: WatchCall) =>
         start(
           methods.Watch,
           call,
           call.request,
-          (decoded) =>
-            Effect.flatMap(Effect.fromResult(decoded), (message) =>
-              Stream.runForEach(api.watch(clusterRequestFromProto(message)), (event) => send(call, event))
-            ),
+          onMessage((message: ProtoWatchRequest) =>
+            Stream.runForEach(api.watch(clusterRequestFromProto(message)), (event) => send(call, event))
+          ),
           watchReply(call)
         )
     }
