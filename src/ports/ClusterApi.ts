@@ -5,9 +5,9 @@
  *
  * @since 0.1.0
  */
-import type { Duration, Effect, Stream } from "effect"
+import type { Duration, Effect, Scope, Stream } from "effect"
 import { Context } from "effect"
-import type { DiscoveryError } from "./DiscoveryError.ts"
+import type { DiscoveryError, SubscriptionLost, Unavailable } from "./DiscoveryError.ts"
 
 /**
  * One member of a cluster as the service stores it: opaque, client-encrypted
@@ -98,6 +98,37 @@ export type WatchEvent =
   | { readonly _tag: "Deleted"; readonly revision: number; readonly affiliateId: string }
 
 /**
+ * The snapshot a watch starts from.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type WatchSnapshot = Extract<WatchEvent, { readonly _tag: "Snapshot" }>
+
+/**
+ * A change after the snapshot: an affiliate updated or deleted.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type WatchDelta = Exclude<WatchEvent, { readonly _tag: "Snapshot" }>
+
+/**
+ * The receiving end of a pushed watch (`ClusterApi.subscribe`): it is handed
+ * each delta synchronously, in revision order, by the code that made the
+ * change, so it must not block; it buffers what it cannot pass on at once.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface WatchSink {
+  /** Takes the next delta; `false` means the sink's buffer is full, and the watch is then cut off with `end`. */
+  readonly offer: (delta: WatchDelta) => boolean
+  /** The watch is over: the sink fell behind (SubscriptionLost) or the service is shutting down (Unavailable). */
+  readonly end: (error: SubscriptionLost | Unavailable) => void
+}
+
+/**
  * The five discovery operations, with tagged errors. Implemented by the core
  * server (in process) and by the gRPC client transport (remote).
  *
@@ -112,5 +143,14 @@ export class ClusterApi extends Context.Service<
     readonly affiliateDelete: (request: AffiliateDeleteRequest) => Effect.Effect<void, DiscoveryError>
     readonly list: (request: ClusterRequest) => Effect.Effect<ReadonlyArray<AffiliateView>, DiscoveryError>
     readonly watch: (request: ClusterRequest) => Stream.Stream<WatchEvent, DiscoveryError>
+    /**
+     * Watch in push form, for transports that write without waiting (optional;
+     * the core server has it): registers `sink` and returns the snapshot it
+     * starts from; every later change goes to `sink` until it ends or the scope
+     * closes. Same rules and errors as `watch`.
+     */
+    readonly subscribe?:
+      | ((request: ClusterRequest, sink: WatchSink) => Effect.Effect<WatchSnapshot, DiscoveryError, Scope.Scope>)
+      | undefined
   }
 >()("talos-discovery/ClusterApi") {}

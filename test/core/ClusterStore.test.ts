@@ -1,9 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import type { Cause } from "effect"
-import { Effect, Exit, Queue } from "effect"
-import type { WatchQueue } from "../../src/core/server/Cluster.ts"
 import { ClusterStore } from "../../src/core/server/ClusterStore.ts"
-import type { WatchEvent } from "../../src/ports/ClusterApi.ts"
+import type { WatchDelta, WatchSink } from "../../src/ports/ClusterApi.ts"
 import type { SubscriptionLost, Unavailable } from "../../src/ports/DiscoveryError.ts"
 import { ResourceExhausted } from "../../src/ports/DiscoveryError.ts"
 import {
@@ -20,24 +17,31 @@ import {
 const now = 1_000_000
 const minute = 60_000
 
-const newQueue = (capacity = 32): WatchQueue =>
-  Effect.runSync(Queue.bounded<WatchEvent, SubscriptionLost | Unavailable | Cause.Done>(capacity))
-
-/** Takes what a queue holds right now, and its failure if it has one. */
-const drain = (queue: WatchQueue): { events: Array<PlainEvent>; failure: unknown } => {
-  const events: Array<PlainEvent> = []
-  for (;;) {
-    const exit = Queue.takeUnsafe(queue)
-    if (exit === undefined) return { events, failure: undefined }
-    if (Exit.isFailure(exit)) {
-      const error = Exit.findErrorOption(exit)
-      return { events, failure: error._tag === "Some" ? error.value : exit.cause }
-    }
-    events.push(plainEvent(exit.value))
-  }
+/** A sink that holds up to `capacity` deltas until drained, like a watcher's buffer. */
+interface TestSink extends WatchSink {
+  readonly events: Array<WatchDelta>
+  failure: SubscriptionLost | Unavailable | undefined
 }
 
-const subscribe = (store: ClusterStore, clusterId: string, queue: WatchQueue) => {
+const newQueue = (capacity = 32): TestSink => {
+  const sink: TestSink = {
+    events: [],
+    failure: undefined,
+    offer: (delta) => sink.events.length < capacity && sink.events.push(delta) > 0,
+    end: (error) => {
+      sink.failure = error
+    }
+  }
+  return sink
+}
+
+/** Takes what a sink holds right now, and its failure if it has one. */
+const drain = (queue: TestSink): { events: Array<PlainEvent>; failure: unknown } => ({
+  events: queue.events.splice(0).map(plainEvent),
+  failure: queue.failure
+})
+
+const subscribe = (store: ClusterStore, clusterId: string, queue: TestSink) => {
   const result = store.subscribe(clusterId, queue)
   if (result instanceof ResourceExhausted) throw new Error(`subscribe failed: ${result.message}`)
   return result

@@ -1,24 +1,15 @@
 /**
  * One cluster: its affiliates, its watchers and its revision counter. Every
- * change gets the next revision and is offered to each watcher's bounded
- * buffer without waiting; a watcher whose buffer is full is cut off.
+ * change gets the next revision and is offered to each watcher's sink
+ * without waiting; a watcher whose sink is full is cut off.
  *
  * @since 0.1.0
  */
-import { Cause, Queue } from "effect"
-import type { AffiliateView, WatchEvent } from "../../ports/ClusterApi.ts"
-import type { Unavailable } from "../../ports/DiscoveryError.ts"
+import type { AffiliateView, WatchDelta, WatchSink } from "../../ports/ClusterApi.ts"
 import { lostUpdateMessage, SubscriptionLost } from "../../ports/DiscoveryError.ts"
 import type { Affiliate } from "./Affiliate.ts"
 
-/**
- * The buffer a watcher reads its deltas from; it fails when the watcher is cut
- * off.
- *
- * @category models
- * @since 0.1.0
- */
-export type WatchQueue = Queue.Queue<WatchEvent, SubscriptionLost | Unavailable | Cause.Done>
+const lostUpdate = new SubscriptionLost({ message: lostUpdateMessage })
 
 /**
  * The mutable state of one cluster, owned by the cluster store.
@@ -28,7 +19,7 @@ export type WatchQueue = Queue.Queue<WatchEvent, SubscriptionLost | Unavailable 
  */
 export class Cluster {
   readonly affiliates = new Map<string, Affiliate>()
-  readonly watchers = new Set<WatchQueue>()
+  readonly watchers = new Set<WatchSink>()
   revision = 0
   readonly id: string
   private readonly release: () => void
@@ -68,12 +59,12 @@ export class Cluster {
     this.publish({ _tag: "Deleted", revision: ++this.revision, affiliateId })
   }
 
-  private publish(event: WatchEvent): void {
+  private publish(event: WatchDelta): void {
     for (const watcher of this.watchers) {
-      if (!Queue.offerUnsafe(watcher, event)) {
+      if (!watcher.offer(event)) {
         this.watchers.delete(watcher)
         this.release()
-        Queue.failCauseUnsafe(watcher, Cause.fail(new SubscriptionLost({ message: lostUpdateMessage })))
+        watcher.end(lostUpdate)
       }
     }
   }

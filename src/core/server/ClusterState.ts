@@ -5,19 +5,20 @@
  *
  * @since 0.1.0
  */
-import type { Stream as StreamT } from "effect"
+import type { Scope, Stream as StreamT } from "effect"
 import { Cause, Clock, Context, Duration, Effect, Layer, Queue, Stream } from "effect"
 import type {
   AffiliateDeleteRequest,
   AffiliateUpdateRequest,
   AffiliateView,
   ClusterRequest,
-  WatchEvent
+  WatchEvent,
+  WatchSink,
+  WatchSnapshot
 } from "../../ports/ClusterApi.ts"
 import type { InvalidArgument, ResourceExhausted, SubscriptionLost } from "../../ports/DiscoveryError.ts"
 import { shuttingDownMessage, Unavailable } from "../../ports/DiscoveryError.ts"
-import type { WatchQueue } from "./Cluster.ts"
-import type { GcReport, StoreCaps, StoreStats, Subscription } from "./ClusterStore.ts"
+import type { GcReport, StoreCaps, StoreStats } from "./ClusterStore.ts"
 import { ClusterStore, defaultCaps } from "./ClusterStore.ts"
 import { Limits } from "./limits.ts"
 import type { EncodedSnapshot, SkippedRange } from "./SnapshotCodec.ts"
@@ -64,6 +65,14 @@ export class ClusterState extends Context.Service<
     readonly delete: (request: AffiliateDeleteRequest) => Effect.Effect<void, InvalidArgument>
     readonly list: (request: ClusterRequest) => Effect.Effect<ReadonlyArray<AffiliateView>, InvalidArgument>
     readonly watch: (request: ClusterRequest) => StreamT.Stream<WatchEvent, WatchError>
+    /**
+     * A watch in push form: registers `sink` until the scope closes and returns
+     * the snapshot; each later change is offered to `sink` synchronously.
+     */
+    readonly subscribe: (
+      request: ClusterRequest,
+      sink: WatchSink
+    ) => Effect.Effect<WatchSnapshot, Exclude<WatchError, SubscriptionLost>, Scope.Scope>
     readonly collectGarbage: Effect.Effect<GcReport>
     readonly stats: Effect.Effect<StoreStats>
     /** The whole state as snapshot bytes, TTLs measured from the clock's now, in one consistent step. */
@@ -86,7 +95,7 @@ export class ClusterState extends Context.Service<
     )
 }
 
-const shuttingDown = Cause.fail(new Unavailable({ message: shuttingDownMessage }))
+const shuttingDown = new Unavailable({ message: shuttingDownMessage })
 
 /**
  * Builds the cluster state service; open watches end with Unavailable when the
@@ -101,7 +110,7 @@ export const make = Effect.fnUntraced(function* (caps: StoreCaps) {
   yield* Effect.addFinalizer(() =>
     Effect.sync(() => {
       closed = true
-      store.closeWatches((queue) => Queue.failCauseUnsafe(queue, shuttingDown))
+      store.closeWatches((sink) => sink.end(shuttingDown))
     })
   )
 
@@ -114,23 +123,27 @@ export const make = Effect.fnUntraced(function* (caps: StoreCaps) {
       })
     )
 
+  const subscribe = (request: ClusterRequest, sink: WatchSink) =>
+    Effect.flatMap(validateClusterId(request.clusterId), () =>
+      Effect.acquireRelease(
+        Effect.suspend((): Effect.Effect<WatchSnapshot, ResourceExhausted | Unavailable> => {
+          if (closed) return Effect.fail(shuttingDown)
+          const result = store.subscribe(request.clusterId, sink)
+          return "revision" in result ? Effect.succeed({ _tag: "Snapshot", ...result }) : Effect.fail(result)
+        }),
+        () => Effect.sync(() => store.unsubscribe(request.clusterId, sink))
+      )
+    )
+
   const watch = (request: ClusterRequest): StreamT.Stream<WatchEvent, WatchError> =>
     Stream.unwrap(
       Effect.gen(function* () {
-        yield* validateClusterId(request.clusterId)
-        const queue: WatchQueue = yield* Queue.bounded<WatchEvent, SubscriptionLost | Unavailable | Cause.Done>(
-          Limits.watchBuffer
-        )
-        const subscription = yield* Effect.acquireRelease(
-          Effect.suspend((): Effect.Effect<Subscription, ResourceExhausted | Unavailable> => {
-            if (closed) return Effect.failCause(shuttingDown)
-            const result = store.subscribe(request.clusterId, queue)
-            return "revision" in result ? Effect.succeed(result) : Effect.fail(result)
-          }),
-          () => Effect.sync(() => store.unsubscribe(request.clusterId, queue))
-        )
-        const snapshot: WatchEvent = { _tag: "Snapshot", ...subscription }
-        return Stream.concat(Stream.succeed(snapshot), Stream.fromQueue(queue))
+        const queue = yield* Queue.bounded<WatchEvent, SubscriptionLost | Unavailable | Cause.Done>(Limits.watchBuffer)
+        const snapshot = yield* subscribe(request, {
+          offer: (delta) => Queue.offerUnsafe(queue, delta),
+          end: (error) => Queue.failCauseUnsafe(queue, Cause.fail(error))
+        })
+        return Stream.concat(Stream.succeed<WatchEvent>(snapshot), Stream.fromQueue(queue))
       })
     )
 
@@ -140,6 +153,7 @@ export const make = Effect.fnUntraced(function* (caps: StoreCaps) {
       Effect.map(validateAffiliateIds(request.clusterId, request.affiliateId), () => store.delete(request)),
     list: (request) => Effect.map(validateClusterId(request.clusterId), () => store.list(request.clusterId)),
     watch,
+    subscribe,
     collectGarbage: Clock.clockWith((clock) =>
       Effect.sync(() => store.collectGarbage(clock.currentTimeMillisUnsafe()))
     ),

@@ -5,10 +5,14 @@
  *
  * @since 0.1.0
  */
-import type { AffiliateDeleteRequest, AffiliateUpdateRequest, AffiliateView } from "../../ports/ClusterApi.ts"
+import type {
+  AffiliateDeleteRequest,
+  AffiliateUpdateRequest,
+  AffiliateView,
+  WatchSink
+} from "../../ports/ClusterApi.ts"
 import { ResourceExhausted } from "../../ports/DiscoveryError.ts"
 import { Affiliate } from "./Affiliate.ts"
-import type { WatchQueue } from "./Cluster.ts"
 import { Cluster } from "./Cluster.ts"
 import { Limits } from "./limits.ts"
 import type { AffiliateEntry } from "./SnapshotCodec.ts"
@@ -144,7 +148,7 @@ export class ClusterStore {
   }
 
   /** Registers a watcher and takes the snapshot it starts from, in one step. */
-  subscribe(clusterId: string, queue: WatchQueue): Subscription | ResourceExhausted {
+  subscribe(clusterId: string, sink: WatchSink): Subscription | ResourceExhausted {
     if (this.watches >= this.caps.maxWatches) return tooManyWatches()
     let cluster = this.clusters.get(clusterId)
     if (cluster === undefined) {
@@ -152,15 +156,15 @@ export class ClusterStore {
       cluster = new Cluster(clusterId, this.releaseWatch)
       this.clusters.set(clusterId, cluster)
     }
-    cluster.watchers.add(queue)
+    cluster.watchers.add(sink)
     this.watches++
     return { revision: cluster.revision, affiliates: cluster.views() }
   }
 
   /** Ends a watch registered by `subscribe` (its slot may already be free if it was cut off). */
-  unsubscribe(clusterId: string, queue: WatchQueue): void {
+  unsubscribe(clusterId: string, sink: WatchSink): void {
     const cluster = this.clusters.get(clusterId)
-    if (cluster === undefined || !cluster.watchers.delete(queue)) return
+    if (cluster === undefined || !cluster.watchers.delete(sink)) return
     this.watches--
     this.dropIfEmpty(cluster)
   }
@@ -236,7 +240,7 @@ export class ClusterStore {
   }
 
   /** Ends every open watch with the given failure, as on shutdown. */
-  closeWatches(end: (queue: WatchQueue) => void): void {
+  closeWatches(end: (sink: WatchSink) => void): void {
     for (const cluster of this.clusters.values()) {
       for (const watcher of cluster.watchers) end(watcher)
     }

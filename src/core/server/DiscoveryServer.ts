@@ -51,7 +51,8 @@ export const make = (options: { readonly reportClientIp: boolean }) =>
       affiliateUpdate: state.update,
       affiliateDelete: state.delete,
       list: state.list,
-      watch: state.watch
+      watch: state.watch,
+      subscribe: state.subscribe
     })
   })
 
