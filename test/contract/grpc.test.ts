@@ -22,11 +22,19 @@ import { ClusterApi } from "../../src/ports/ClusterApi.ts"
 import { clusterApiSuite } from "./clusterApiSuite.ts"
 import { externalTarget } from "./externalTarget.ts"
 
-/** Our core behind our gRPC server on a free loopback port, and our gRPC client connected to it. */
-const loopback = (options: ServerOptions = {}): Layer.Layer<ClusterApi | ClusterState, unknown> =>
+/**
+ * Our core behind our gRPC server on a free loopback port, and our gRPC client
+ * connected to it. `streamWatch` hides the core's push form of Watch
+ * (`ClusterApi.subscribe`), so the server falls back to the Stream form, as it
+ * does for any `ClusterApi` without it.
+ */
+const loopback = (options: ServerOptions = {}, streamWatch = false): Layer.Layer<ClusterApi | ClusterState, unknown> =>
   Layer.effectContext(
     Effect.gen(function* () {
-      const core = yield* Layer.build(TestDiscovery.layer(options))
+      const built = yield* Layer.build(TestDiscovery.layer(options))
+      const core = streamWatch
+        ? Context.add(built, ClusterApi, { ...Context.get(built, ClusterApi), subscribe: undefined })
+        : built
       // No rate limiting: the suite makes over a thousand calls from one address and its TestClock never refills a bucket.
       const { port } = yield* GrpcServer.make({
         address: "127.0.0.1:0",
@@ -38,25 +46,27 @@ const loopback = (options: ServerOptions = {}): Layer.Layer<ClusterApi | Cluster
     })
   )
 
-clusterApiSuite({
-  name: "grpc loopback",
-  layer: loopback(),
-  ours: true,
-  time: {
-    _tag: "TestClock",
-    advance: TestDiscovery.advance,
-    runGc: Effect.asVoid(TestDiscovery.runGc)
-  },
-  clientIp: { _tag: "Peer", bytes: Uint8Array.of(127, 0, 0, 1) },
-  clusterCount: Effect.map(
-    Effect.flatMap(ClusterState, (state) => state.stats),
-    (stats) => stats.clusters
-  ),
-  caps: { layer: loopback({ caps: { maxClusters: 3, maxWatches: 3 } }), maxClusters: 3, maxWatches: 3 },
-  slowWatcher: { overflowAfter: 400, exact: false },
-  rawStrings: false,
-  timeout: 30_000
-})
+for (const streamWatch of [false, true]) {
+  clusterApiSuite({
+    name: `grpc loopback${streamWatch ? ", Stream watch" : ""}`,
+    layer: loopback({}, streamWatch),
+    ours: true,
+    time: {
+      _tag: "TestClock",
+      advance: TestDiscovery.advance,
+      runGc: Effect.asVoid(TestDiscovery.runGc)
+    },
+    clientIp: { _tag: "Peer", bytes: Uint8Array.of(127, 0, 0, 1) },
+    clusterCount: Effect.map(
+      Effect.flatMap(ClusterState, (state) => state.stats),
+      (stats) => stats.clusters
+    ),
+    caps: { layer: loopback({ caps: { maxClusters: 3, maxWatches: 3 } }, streamWatch), maxClusters: 3, maxWatches: 3 },
+    slowWatcher: { overflowAfter: 400, exact: false },
+    rawStrings: false,
+    timeout: 30_000
+  })
+}
 
 const external = process.env.DISCOVERY_CONTRACT_TARGET
 if (external === undefined || external === "") {

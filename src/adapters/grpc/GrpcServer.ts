@@ -28,9 +28,10 @@ import type {
   WatchRequest as ProtoWatchRequest
 } from "../../gen/discovery/server/cluster_pb.ts"
 import { AffiliateDeleteResponseSchema, AffiliateUpdateResponseSchema } from "../../gen/discovery/server/cluster_pb.ts"
-import type { WatchEvent } from "../../ports/ClusterApi.ts"
+import { Limits } from "../../core/server/limits.ts"
+import type { ClusterRequest, WatchDelta, WatchEvent } from "../../ports/ClusterApi.ts"
 import { ClusterApi } from "../../ports/ClusterApi.ts"
-import type { DiscoveryError } from "../../ports/DiscoveryError.ts"
+import type { DiscoveryError, SubscriptionLost } from "../../ports/DiscoveryError.ts"
 import { shuttingDownMessage, Unavailable } from "../../ports/DiscoveryError.ts"
 import type { TrustOptions } from "./clientAddress.ts"
 import { clientAddress, formatIp, limiterKey } from "./clientAddress.ts"
@@ -57,6 +58,7 @@ import { fromCause } from "./status.ts"
 import type { TlsOptions } from "./tls.ts"
 import * as Tls from "./tls.ts"
 import { TlsError } from "./tls.ts"
+import { CallSink, FanOut } from "./watchSink.ts"
 
 export { TlsError } from "./tls.ts"
 
@@ -411,25 +413,62 @@ export const register = (
       call.on("cancelled", () => fiber.interruptUnsafe())
     }
 
-    const messagesOf = (event: WatchEvent): ReadonlyArray<Uint8Array> => {
-      if (event._tag === "Snapshot") return encodeSnapshot(event.affiliates, budget)
-      let bytes = deltas.get(event)
+    let lastDelta: WatchDelta | undefined
+    let lastBytes: Uint8Array = new Uint8Array(0)
+    /** A delta's message, encoded once for all watchers (they get it one after another). */
+    const deltaBytes = (delta: WatchDelta): Uint8Array => {
+      if (delta === lastDelta) return lastBytes
+      let bytes = deltas.get(delta)
       if (bytes === undefined) {
-        bytes = encodeDelta(event)
-        deltas.set(event, bytes)
+        bytes = encodeDelta(delta)
+        deltas.set(delta, bytes)
       }
-      return [bytes]
+      lastDelta = delta
+      lastBytes = bytes
+      return bytes
     }
 
+    const messagesOf = (event: WatchEvent): ReadonlyArray<Uint8Array> =>
+      event._tag === "Snapshot" ? encodeSnapshot(event.affiliates, budget) : [deltaBytes(event)]
+
     const watchSent = methods.Watch.metrics.sent
+    const countSent = (messages: number): void => {
+      if (metered && messages > 0) count(watchSent, messages)
+    }
+
+    /** A Watch over a `ClusterApi` that only has the Stream form: one fiber pulls and writes. */
     const send = (call: WatchCall, event: WatchEvent): Effect.Effect<void> =>
       Effect.suspend(() => {
         let ready = true
         const messages = messagesOf(event)
         for (const bytes of messages) ready = call.write(bytes)
-        if (metered) count(watchSent, messages.length)
+        countSent(messages.length)
         return ready ? Effect.void : awaitDrain(call)
       })
+
+    const fanOut = new FanOut()
+    const subscribe = api.subscribe
+
+    /** A Watch over a `ClusterApi` with the push form: deltas are written by the fan-out, no fiber per delta. */
+    const pushed = (
+      call: WatchCall,
+      request: ClusterRequest,
+      subscribe: NonNullable<typeof api.subscribe>
+    ): Effect.Effect<void, DiscoveryError> =>
+      Effect.scoped(
+        Effect.suspend(() => {
+          const sink = new CallSink(call, fanOut, deltaBytes, countSent, Limits.watchBuffer)
+          return Effect.andThen(
+            Effect.tap(subscribe(request, sink), (snapshot) =>
+              Effect.sync(() => sink.start(encodeSnapshot(snapshot.affiliates, budget)))
+            ),
+            Effect.callback<never, SubscriptionLost | Unavailable>((resume) => {
+              sink.whenEnded((error) => resume(Effect.fail(error)))
+              return Effect.sync(() => sink.close())
+            })
+          )
+        })
+      )
 
     const countHello = (decoded: DecodedRequest<ProtoHelloRequest>) => {
       if (metered) {
@@ -495,7 +534,9 @@ export const register = (
           call,
           call.request,
           onMessage((message: ProtoWatchRequest) =>
-            Stream.runForEach(api.watch(clusterRequestFromProto(message)), (event) => send(call, event))
+            subscribe === undefined
+              ? Stream.runForEach(api.watch(clusterRequestFromProto(message)), (event) => send(call, event))
+              : pushed(call, clusterRequestFromProto(message), subscribe)
           ),
           watchReply(call)
         )

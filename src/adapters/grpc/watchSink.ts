@@ -1,0 +1,172 @@
+/**
+ * The push form of a Watch call: a `WatchSink` the core hands each delta to
+ * synchronously, which writes it to the grpc-js call. Writes of all watchers
+ * go through one `FanOut`, a batch of watchers per event-loop turn, so the
+ * first watchers' bytes reach the socket while later ones are still being
+ * written. A watcher whose call stops draining keeps at most `capacity`
+ * unwritten deltas; one more and the core cuts it off, as with the buffered
+ * `ClusterApi.watch`.
+ *
+ * @since 0.1.0
+ */
+import type { WatchDelta, WatchSink } from "../../ports/ClusterApi.ts"
+import type { SubscriptionLost, Unavailable } from "../../ports/DiscoveryError.ts"
+
+/**
+ * The grpc-js side of a server-streaming call, as far as a sink uses it.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface WritableCall {
+  readonly destroyed: boolean
+  readonly writableEnded: boolean
+  write(bytes: Uint8Array): boolean
+  once(event: "drain", listener: () => void): unknown
+}
+
+/**
+ * Runs the writes of ready sinks, at most `batch` sinks per turn of the
+ * event loop (the transport flushes between turns).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export class FanOut {
+  private readonly ready: Array<CallSink> = []
+  private head = 0
+  private scheduled = false
+  private readonly batch: number
+  /** `batch`: sinks written per turn. */
+  constructor(batch = 64) {
+    this.batch = batch
+  }
+
+  /** Queues a sink whose pending deltas can be written. */
+  schedule(sink: CallSink): void {
+    this.ready.push(sink)
+    if (!this.scheduled) {
+      this.scheduled = true
+      setImmediate(this.run)
+    }
+  }
+
+  private readonly run = (): void => {
+    const end = Math.min(this.head + this.batch, this.ready.length)
+    while (this.head < end) this.ready[this.head++]!.flush()
+    if (this.head < this.ready.length) {
+      setImmediate(this.run)
+      return
+    }
+    this.ready.length = 0
+    this.head = 0
+    this.scheduled = false
+  }
+}
+
+/**
+ * The sink of one Watch call. `start` writes the snapshot's messages and lets
+ * deltas through; `whenEnded` learns of the end once every delta offered
+ * before it is written (never if the call goes away first).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export class CallSink implements WatchSink {
+  private pending: Array<WatchDelta> = []
+  private started = false
+  private queued = false
+  private blocked = false
+  private closed = false
+  private ending: SubscriptionLost | Unavailable | undefined
+  private finished = false
+  private onEnd: ((error: SubscriptionLost | Unavailable) => void) | undefined
+  private readonly call: WritableCall
+  private readonly fanOut: FanOut
+  private readonly encode: (delta: WatchDelta) => Uint8Array
+  private readonly sent: (messages: number) => void
+  private readonly capacity: number
+  /** `encode` turns a delta into its message; `sent` is told how many messages each flush wrote. */
+  constructor(
+    call: WritableCall,
+    fanOut: FanOut,
+    encode: (delta: WatchDelta) => Uint8Array,
+    sent: (messages: number) => void,
+    capacity: number
+  ) {
+    this.call = call
+    this.fanOut = fanOut
+    this.encode = encode
+    this.sent = sent
+    this.capacity = capacity
+  }
+
+  offer(delta: WatchDelta): boolean {
+    if (this.closed) return true
+    if (this.pending.length >= this.capacity) return false
+    this.pending.push(delta)
+    this.wake()
+    return true
+  }
+
+  end(error: SubscriptionLost | Unavailable): void {
+    this.ending = error
+    this.wake()
+  }
+
+  /** Writes the snapshot's messages, then lets the deltas offered since through. */
+  start(messages: ReadonlyArray<Uint8Array>): void {
+    for (const bytes of messages) this.write(bytes)
+    this.sent(messages.length)
+    this.started = true
+    this.wake()
+  }
+
+  /** Calls `listener` with the watch's failure once the deltas offered before it are written (at once if they are). */
+  whenEnded(listener: (error: SubscriptionLost | Unavailable) => void): void {
+    if (this.finished) listener(this.ending!)
+    else this.onEnd = listener
+  }
+
+  /** Stops writing: the call is over. */
+  close(): void {
+    this.closed = true
+    this.pending = []
+    this.onEnd = undefined
+  }
+
+  /** Writes what is pending until the call pushes back; called by the fan-out. */
+  flush(): void {
+    this.queued = false
+    if (this.closed || this.call.destroyed || this.call.writableEnded) return
+    const pending = this.pending
+    let written = 0
+    while (written < pending.length && !this.blocked) this.write(this.encode(pending[written++]!))
+    if (written > 0) {
+      pending.splice(0, written)
+      this.sent(written)
+    }
+    if (pending.length === 0 && this.ending !== undefined && !this.finished) {
+      this.finished = true
+      this.onEnd?.(this.ending)
+    }
+  }
+
+  private write(bytes: Uint8Array): void {
+    if (this.call.write(bytes)) return
+    this.blocked = true
+    this.call.once("drain", this.drained)
+  }
+
+  private readonly drained = (): void => {
+    this.blocked = false
+    this.wake()
+  }
+
+  private wake(): void {
+    if (this.started && !this.queued && !this.blocked && !this.closed) {
+      this.queued = true
+      this.fanOut.schedule(this)
+    }
+  }
+}

@@ -1,0 +1,116 @@
+import { EventEmitter } from "node:events"
+import { setImmediate as nextTurn } from "node:timers/promises"
+import { assert, describe, it } from "@effect/vitest"
+import { CallSink, FanOut, type WritableCall } from "../../../src/adapters/grpc/watchSink.ts"
+import type { WatchDelta } from "../../../src/ports/ClusterApi.ts"
+import { lostUpdateMessage, SubscriptionLost } from "../../../src/ports/DiscoveryError.ts"
+
+/** A call that takes `room` writes before it pushes back, and drains when told. */
+class FakeCall extends EventEmitter implements WritableCall {
+  destroyed = false
+  writableEnded = false
+  readonly written: Array<number> = []
+  room: number
+  constructor(room = Number.POSITIVE_INFINITY) {
+    super()
+    this.room = room
+  }
+  write(bytes: Uint8Array): boolean {
+    this.written.push(bytes[0]!)
+    return --this.room > 0
+  }
+  drain(room: number): void {
+    this.room = room
+    this.emit("drain")
+  }
+}
+
+const delta = (revision: number): WatchDelta => ({ _tag: "Deleted", revision, affiliateId: `a${revision}` })
+const encode = (d: WatchDelta) => Uint8Array.of(d.revision)
+const lost = new SubscriptionLost({ message: lostUpdateMessage })
+
+const sinkOn = (call: FakeCall, fanOut = new FanOut(), capacity = 4) => {
+  const counts: Array<number> = []
+  const sink = new CallSink(call, fanOut, encode, (n) => counts.push(n), capacity)
+  return { sink, counts }
+}
+
+describe("CallSink", () => {
+  it("writes the snapshot first, then the deltas offered before and after start, in order", async () => {
+    const call = new FakeCall()
+    const { sink, counts } = sinkOn(call)
+    assert.isTrue(sink.offer(delta(2)))
+    sink.start([Uint8Array.of(1)])
+    assert.isTrue(sink.offer(delta(3)))
+    assert.deepStrictEqual(call.written, [1])
+    await nextTurn()
+    assert.deepStrictEqual(call.written, [1, 2, 3])
+    assert.deepStrictEqual(counts, [1, 2])
+  })
+
+  it("holds at most `capacity` unwritten deltas while the call pushes back, then resumes on drain", async () => {
+    const call = new FakeCall(1)
+    const { sink } = sinkOn(call, new FanOut(), 2)
+    sink.start([Uint8Array.of(0)])
+    assert.isTrue(sink.offer(delta(1)))
+    assert.isTrue(sink.offer(delta(2)))
+    assert.isFalse(sink.offer(delta(3)), "a third unwritten delta does not fit")
+    await nextTurn()
+    assert.deepStrictEqual(call.written, [0])
+    call.drain(10)
+    await nextTurn()
+    assert.deepStrictEqual(call.written, [0, 1, 2])
+  })
+
+  it("reports its end only after the deltas offered before it are written", async () => {
+    const call = new FakeCall(1)
+    const { sink } = sinkOn(call)
+    const ended: Array<unknown> = []
+    sink.start([Uint8Array.of(0)])
+    sink.offer(delta(1))
+    sink.end(lost)
+    sink.whenEnded((error) => ended.push(error))
+    await nextTurn()
+    assert.deepStrictEqual(ended, [])
+    call.drain(10)
+    await nextTurn()
+    assert.deepStrictEqual(call.written, [0, 1])
+    assert.deepStrictEqual(ended, [lost])
+    const late: Array<unknown> = []
+    sink.whenEnded((error) => late.push(error))
+    assert.deepStrictEqual(late, [lost], "a listener added after the end hears of it at once")
+  })
+
+  it("writes nothing more once closed or once the call is gone", async () => {
+    const closed = new FakeCall()
+    const gone = new FakeCall()
+    const a = sinkOn(closed).sink
+    const b = sinkOn(gone).sink
+    a.start([])
+    b.start([])
+    a.offer(delta(1))
+    b.offer(delta(1))
+    a.close()
+    gone.destroyed = true
+    await nextTurn()
+    assert.deepStrictEqual(closed.written, [])
+    assert.deepStrictEqual(gone.written, [])
+    assert.isTrue(a.offer(delta(2)), "a closed sink swallows offers instead of being cut off again")
+  })
+})
+
+describe("FanOut", () => {
+  it("writes a batch of sinks per turn of the event loop, in the order they became ready", async () => {
+    const fanOut = new FanOut(2)
+    const calls = Array.from({ length: 5 }, () => new FakeCall())
+    const sinks = calls.map((call) => sinkOn(call, fanOut).sink)
+    for (const sink of sinks) sink.start([])
+    for (const sink of sinks) sink.offer(delta(7))
+    const writtenAfter: Array<number> = []
+    for (let turn = 0; turn < 3; turn++) {
+      await nextTurn()
+      writtenAfter.push(calls.filter((call) => call.written.length > 0).length)
+    }
+    assert.deepStrictEqual(writtenAfter, [2, 4, 5])
+  })
+})
