@@ -139,16 +139,19 @@ export const defaultSnapshotBudget = 1024 * 1024
 
 /**
  * The grpc-js options of the standalone server: Go's defaults of 4 MiB per
- * received message and no limit on sent ones. grpc-js 1.14 has no option that
- * enforces a minimum client ping interval, so every keepalive rate a client
- * uses (the Go client's is at least 10 s) is tolerated.
+ * received message and no limit on sent ones, and no channelz bookkeeping
+ * (nothing serves it; it costs a closure set per call and a clock read per
+ * message). grpc-js 1.14 has no option that enforces a minimum client ping
+ * interval, so every keepalive rate a client uses (the Go client's is at
+ * least 10 s) is tolerated.
  *
  * @category models
  * @since 0.1.0
  */
 export const serverChannelOptions: grpc.ServerOptions = {
   "grpc.max_receive_message_length": 4 * 1024 * 1024,
-  "grpc.max_send_message_length": -1
+  "grpc.max_send_message_length": -1,
+  "grpc.enable_channelz": 0
 }
 
 /**
@@ -338,47 +341,48 @@ export const register = (
     const secondsSince = (startedAt: bigint): number =>
       Number(clock.monotonicTimeNanosUnsafe() - startedAt) / 1_000_000_000
 
-    /** The metrics layer of the chain (go-grpc-middleware's prometheus interceptor). */
-    const measure = <A>(method: Method<never>, call: Call, effect: Effect.Effect<A, DiscoveryError>) =>
-      Effect.suspend(() => {
-        const metrics = method.metrics
-        count(metrics.started, 1)
-        count(metrics.received, 1)
-        const startedAt = clock.monotonicTimeNanosUnsafe()
-        return Effect.onExit(effect, (exit) =>
-          Effect.sync(() => {
-            if (!method.streaming) count(metrics.sent, 1)
-            const code = statusOf(exit, call, method.streaming).code
-            count(metrics.handled[code] ?? metrics.handled[grpc.status.UNKNOWN]!, 1)
-            count(metrics.handlingSeconds, secondsSince(startedAt))
-          })
-        )
-      })
+    /** The start of the metrics layer of the chain (go-grpc-middleware's prometheus interceptor). */
+    const countStart = (metrics: MethodMetrics): bigint => {
+      count(metrics.started, 1)
+      count(metrics.received, 1)
+      return clock.monotonicTimeNanosUnsafe()
+    }
 
-    /** The request log layer of the chain. */
-    const log = <Request, A>(
+    /** The end of the metrics layer: what the call sent, its code and how long the handler took. */
+    const countEnd = (method: Method<never>, status: GrpcStatus, startedAt: bigint): void => {
+      const metrics = method.metrics
+      if (!method.streaming) count(metrics.sent, 1)
+      count(metrics.handled[status.code] ?? metrics.handled[grpc.status.UNKNOWN]!, 1)
+      count(metrics.handlingSeconds, secondsSince(startedAt))
+    }
+
+    /** The request log line of a call that ended with `exit`. */
+    const logLine = <Request>(
       method: Method<Request>,
-      call: Call,
       decoded: DecodedRequest<Request>,
       address: Uint8Array | undefined,
-      effect: Effect.Effect<A, DiscoveryError>
-    ) =>
-      Effect.suspend(() => {
-        const startedAt = clock.monotonicTimeNanosUnsafe()
-        return Effect.onExit(effect, (exit) => {
-          const status = statusOf(exit, call, method.streaming)
-          const annotations: Record<string, unknown> = {
-            "peer.address": formatIp(address),
-            code: goCodeNames[status.code] ?? String(status.code),
-            duration: secondsSince(startedAt)
-          }
-          if (Result.isSuccess(decoded)) Object.assign(annotations, method.fields(decoded.success))
-          if (status.code !== grpc.status.OK) annotations.error = status.details
-          const failed = Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)
-          return Effect.annotateLogs(Effect.logWithLevel(failed ? "Error" : "Info")(method.path), annotations)
-        })
-      })
+      exit: Exit.Exit<unknown, DiscoveryError>,
+      status: GrpcStatus,
+      startedAt: bigint
+    ): Effect.Effect<void> => {
+      const annotations: Record<string, unknown> = {
+        "peer.address": formatIp(address),
+        code: goCodeNames[status.code] ?? String(status.code),
+        duration: secondsSince(startedAt)
+      }
+      if (Result.isSuccess(decoded)) Object.assign(annotations, method.fields(decoded.success))
+      if (status.code !== grpc.status.OK) annotations.error = status.details
+      const failed = Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)
+      return Effect.annotateLogs(Effect.logWithLevel(failed ? "Error" : "Info")(method.path), annotations)
+    }
 
+    /**
+     * Runs a call through the chain, outermost first: the request log, the
+     * rate limiter, the metrics, the handler. A call the limiter refuses is
+     * logged but not counted. Log and metrics share one exit hook, and without
+     * a limiter the metrics start synchronously, so a call costs few Effect
+     * steps beyond its handler's.
+     */
     const start = <Request, A>(
       method: Method<Request>,
       call: Call,
@@ -391,12 +395,31 @@ export const register = (
         return
       }
       const address = clientAddress(call.getPeer(), call.metadata, trust)
+      const loggedAt = logged ? clock.monotonicTimeNanosUnsafe() : 0n
+      let countedAt: bigint | undefined
       let effect = handler(decoded, address)
-      if (metered) effect = measure(method, call, effect)
       if (limiter !== undefined && address !== undefined) {
-        effect = Effect.andThen(limiter.take(limiterKey(address), timeLeft(call)), effect)
+        const take = limiter.take(limiterKey(address), timeLeft(call))
+        const handled = effect
+        effect = metered
+          ? Effect.andThen(
+              take,
+              Effect.suspend(() => {
+                countedAt = countStart(method.metrics)
+                return handled
+              })
+            )
+          : Effect.andThen(take, handled)
+      } else if (metered) {
+        countedAt = countStart(method.metrics)
       }
-      if (logged) effect = log(method, call, decoded, address, effect)
+      if (metered || logged) {
+        effect = Effect.onExit(effect, (exit) => {
+          const status = statusOf(exit, call, method.streaming)
+          if (countedAt !== undefined) countEnd(method, status, countedAt)
+          return logged ? logLine(method, decoded, address, exit, status, loggedAt) : Effect.void
+        })
+      }
       const fiber = runFork(effect)
       // Most calls finish synchronously inside runFork: reply at once, with no
       // bookkeeping for a fiber that can no longer be interrupted.

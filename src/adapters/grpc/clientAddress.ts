@@ -16,9 +16,23 @@ export {
   type TrustOptions
 } from "../../core/server/clientAddress.ts"
 
+const peers = new Map<string, Uint8Array | undefined>()
+const peersMax = 4096
+
+/** `parsePeer`, remembered per peer string: every call of a connection has the same one. */
+const peerAddress = (peer: string): Uint8Array | undefined => {
+  let address = peers.get(peer)
+  if (address === undefined && !peers.has(peer)) {
+    if (peers.size >= peersMax) peers.clear()
+    address = parsePeer(peer)
+    peers.set(peer, address)
+  }
+  return address
+}
+
 /**
  * The client address of a call: the trusted headers first, then the transport
- * peer. Invalid header values fall through to the next step; `undefined` means
+ * peer. The returned bytes may be shared between calls: do not change them. Invalid header values fall through to the next step; `undefined` means
  * no address is known.
  *
  * @category parsing
@@ -34,6 +48,6 @@ export const clientAddress = (
       const value = metadata.get(name)[0]
       return typeof value === "string" ? value : undefined
     },
-    () => parsePeer(peer),
+    () => peerAddress(peer),
     options
   )
