@@ -99,7 +99,8 @@ const notes = [
     "rate-limits each address to 15 calls/s with bursts of 60 (hard-coded), so spreading the calls keeps every " +
     "address far below that and its limiter never delays a call. Ours runs with --rate-limit-rps=0.",
   "Both servers run as shipped otherwise: request log on (one line per call, written to a file), metrics " +
-    "collected, landing and metrics ports off, plaintext h2c on 127.0.0.1. Ours: `node src/cli/main.ts` on " +
+    "collected, landing and metrics ports off, plaintext h2c on 127.0.0.1. Ours: `npm start`'s command " +
+    `(node scripts/start.ts: the start-up bundle, built before the run as the Go binaries are) on ` +
     `Node ${process.version}; the original: its own binary, GOMAXPROCS = all cores.`,
   `AffiliateUpdate rows: each caller is its own connection and its own cluster of 5 affiliates, updated in turn ` +
     `with ${256} bytes of data that change on every call and two 32-byte endpoints, TTL 30 min. Calls/s are ` +
@@ -153,7 +154,7 @@ const spawnServer = async (impl: Impl, name: string, settings: ServerSettings = 
   ]
   const [command, args] =
     impl === "ours"
-      ? [process.execPath, ["src/cli/main.ts", ...common("--"), "--rate-limit-rps=0"]]
+      ? [process.execPath, ["scripts/start.ts", ...common("--"), "--rate-limit-rps=0"]]
       : [original, common("-")]
   const spawnedAt = epochMs()
   const child = track(spawn(command, args, { cwd: root, stdio: ["ignore", log, log] }))
@@ -748,6 +749,8 @@ const build = async () => {
     log(`go build ${target}`)
     await run("go", ["build", "-o", resolve(binDir, name), target], 600_000, goModule)
   }
+  log("node scripts/bundle.ts (our start-up bundle)")
+  await run(process.execPath, ["scripts/bundle.ts"], 120_000, root)
 }
 
 const cpuCell = (cpu: Cpu | undefined, key: "generatorCpu" | "serverCpu") =>

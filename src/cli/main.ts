@@ -1,35 +1,13 @@
 #!/usr/bin/env node
 /**
- * The `discovery-service` executable. SIGINT or SIGTERM stops it gracefully and
- * it exits 0; a second signal, or a graceful stop longer than 10 s, kills it at
- * once (SIGKILL, which even a hung disk write cannot hold up).
+ * The `discovery-service` executable. It turns on Node's compile cache (in the
+ * OS temp directory; `NODE_DISABLE_COMPILE_CACHE=1` turns it off) before the
+ * rest of the program loads, so later starts skip most parsing and compiling,
+ * then runs `program.ts`.
  *
  * @since 0.1.0
  */
-import { NodeRuntime, NodeServices } from "@effect/platform-node"
-import { Cause, Effect, Exit, Runtime } from "effect"
-import { Command } from "effect/cli"
-import * as DiscoveryCommand from "./command.ts"
-import { serve } from "./serve.ts"
+import { enableCompileCache } from "node:module"
 
-const gracefulStopLimitMillis = 10_000
-
-// `process.exit` waits for libuv's worker threads, so a write stuck in the kernel (a hung disk) would hold it
-// forever; the hard stop is SIGKILL to ourselves, which nothing can hold.
-const hardStop = () => process.kill(process.pid, "SIGKILL")
-
-let signals = 0
-const onSignal = () => {
-  signals++
-  if (signals === 1) setTimeout(hardStop, gracefulStopLimitMillis).unref()
-  else hardStop()
-}
-process.on("SIGINT", onSignal)
-process.on("SIGTERM", onSignal)
-
-const teardown: Runtime.Teardown = (exit, onExit) =>
-  Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? onExit(0) : Runtime.defaultTeardown(exit, onExit)
-
-Command.runWith(DiscoveryCommand.make(serve), { version: "0.1.0" })(
-  DiscoveryCommand.normalizeArgs(process.argv.slice(2))
-).pipe(Effect.provide(NodeServices.layer), NodeRuntime.runMain({ teardown }))
+enableCompileCache()
+await import("./program.ts")

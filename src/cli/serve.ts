@@ -6,14 +6,15 @@
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Exit, Layer, Logger, Option, References, Scope } from "effect"
-import * as DiscoveryServer from "../core/server/DiscoveryServer.ts"
+import { Duration, Effect, Exit, Layer, Logger, References, Scope } from "effect"
 import * as GrpcServer from "../adapters/grpc/GrpcServer.ts"
 import * as Tls from "../adapters/grpc/tls.ts"
-import { LandingServer, MetricsServer, Readiness } from "../adapters/http/index.ts"
+import * as Readiness from "../adapters/http/Readiness.ts"
 import { FileSnapshotStore } from "../adapters/storage/index.ts"
 import type { ClusterState } from "../core/server/ClusterState.ts"
+import * as DiscoveryServer from "../core/server/DiscoveryServer.ts"
 import { SnapshotService } from "../core/server/SnapshotService.ts"
+import type * as HttpListeners from "./httpListeners.ts"
 import * as JsonLogger from "./jsonLogger.ts"
 import type { ServiceConfig } from "./ServiceConfig.ts"
 
@@ -70,22 +71,16 @@ const serverOn = (config: ServiceConfig) =>
     }
   })
 
-/** The HTTP listeners; an empty address leaves one out. */
-const httpLayers = (config: ServiceConfig) =>
-  Layer.mergeAll(
-    config.metricsAddr === ""
-      ? Layer.empty
-      : MetricsServer.layer({ address: config.metricsAddr, shutdownTimeout: "500 millis" }),
-    config.landingAddr === ""
-      ? Layer.empty
-      : LandingServer.layer({
-          address: config.landingAddr,
-          statsTtl: config.statsCacheTtl,
-          trustXRealIp: config.trustXRealIp,
-          trustFirstXForwardedFor: config.trustFirstXForwardedFor,
-          shutdownTimeout: "500 millis"
-        })
-  )
+/**
+ * The HTTP listeners' module, loaded only when one of them is enabled: with
+ * both off (as in the benchmark) the HTTP stack is never imported.
+ */
+const loadHttpListeners = (config: ServiceConfig): Effect.Effect<typeof HttpListeners | undefined> =>
+  config.landingAddr === "" && config.metricsAddr === ""
+    ? Effect.succeed(undefined)
+    : Effect.promise(() => import("./httpListeners.ts"))
+
+const noHttpPorts: Effect.Effect<HttpListeners.HttpPorts> = Effect.succeed({ landing: undefined, metrics: undefined })
 
 /**
  * Snapshot load (when built) and saves (periodic, and final after the server
@@ -108,20 +103,22 @@ const snapshotLayer = (config: ServiceConfig, started: () => boolean): Layer.Lay
  * @category constructors
  * @since 0.1.0
  */
-export const serve = (config: ServiceConfig) => {
+export const serve = (config: ServiceConfig) =>
+  Effect.flatMap(loadHttpListeners(config), (http) => serveWith(config, http))
+
+const serveWith = (config: ServiceConfig, http: typeof HttpListeners | undefined) => {
   let started = false
   return Effect.gen(function* () {
     const server = yield* serverOn(config)
     started = true
     yield* Readiness.readyUntilClosed
-    const landing = yield* Effect.serviceOption(LandingServer.LandingServer)
-    const metrics = yield* Effect.serviceOption(MetricsServer.MetricsServer)
+    const httpPorts = yield* http?.ports ?? noHttpPorts
     yield* Effect.logInfo("discovery service listening").pipe(
       Effect.annotateLogs({
         addr: config.addr,
         port: server.port,
-        landing_port: Option.getOrUndefined(Option.map(landing, (l) => l.port)),
-        metrics_port: Option.getOrUndefined(Option.map(metrics, (m) => m.port)),
+        landing_port: httpPorts.landing,
+        metrics_port: httpPorts.metrics,
         landing_addr: config.landingAddr,
         metrics_addr: config.metricsAddr,
         snapshots: config.snapshotsEnabled ? config.snapshotPath : "disabled",
@@ -139,7 +136,7 @@ export const serve = (config: ServiceConfig) => {
     return yield* Effect.never
   }).pipe(
     Effect.scoped,
-    Effect.provide(httpLayers(config)),
+    Effect.provide(http === undefined ? Layer.empty : http.layer(config)),
     Effect.provide(
       Layer.mergeAll(
         snapshotLayer(config, () => started).pipe(

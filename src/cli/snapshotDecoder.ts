@@ -7,7 +7,8 @@
  * @since 0.1.0
  */
 import { readFile } from "node:fs/promises"
-import { NodeRuntime, NodeServices } from "@effect/platform-node"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import { Effect } from "effect"
 import { Command, Flag } from "effect/cli"
 import { defaultPath } from "../adapters/storage/FileSnapshotStore.ts"

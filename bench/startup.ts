@@ -1,0 +1,129 @@
+/**
+ * Start-up time of the service: spawn → first successful gRPC Hello (the
+ * bench's `loadgen ready`, polled every 2 ms), empty state, landing and
+ * metrics off, and spawn → exit of `--help`. Each variant runs `--repeat`
+ * times, interleaved; the medians are printed.
+ *
+ *   npm exec -- node bench/startup.ts [--repeat N] [--only bench,start,help]
+ *
+ * Variants: `bench` is the bench's command (`node src/cli/main.ts …`), `start`
+ * is `npm start -- …` (npm's own start-up included), `help` is
+ * `node src/cli/main.ts --help`, `start-http` is `start` with the landing
+ * page and the metrics endpoint on. `--roots DIR,DIR` runs every variant in each
+ * checkout given (for example an unchanged copy made with `git archive HEAD`),
+ * interleaved, to compare them on an equally busy machine; `--entries
+ * FILE,FILE` runs the `bench` and `help` variants with those entry files
+ * instead of `src/cli/main.ts` (a bundle, say), and `--env K=V,K=V` sets
+ * variables for every child (`NODE_COMPILE_CACHE=…`). Needs the Go
+ * generator built by `npm run bench` (`.go-cache/bench/loadgen`).
+ */
+import { execFileSync, spawn } from "node:child_process"
+import { existsSync } from "node:fs"
+import { resolve } from "node:path"
+import { binDir, epochMs, freePort, root, stop, track } from "./support.ts"
+
+const argv = process.argv.slice(2)
+const option = (name: string, fallback: string): string => {
+  const index = argv.findIndex((a) => a === `--${name}` || a.startsWith(`--${name}=`))
+  if (index === -1) return fallback
+  const arg = argv[index]!
+  return arg.includes("=") ? arg.slice(arg.indexOf("=") + 1) : (argv[index + 1] ?? fallback)
+}
+const repeat = Number(option("repeat", "5"))
+const only = option("only", "bench,start,help").split(",")
+const roots = option("roots", root)
+  .split(",")
+  .map((dir) => resolve(dir))
+const entries = option("entries", "src/cli/main.ts").split(",")
+const env = {
+  ...process.env,
+  ...Object.fromEntries(
+    option("env", "")
+      .split(",")
+      .filter((kv) => kv !== "")
+      .map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)])
+  )
+}
+const loadgen = resolve(binDir, "loadgen")
+if (!existsSync(loadgen)) throw new Error(`${loadgen} is missing: run \`npm run bench -- --only core\` once`)
+
+const serviceFlags = (address: string) => [
+  `--addr=${address}`,
+  "--landing-addr=",
+  "--metrics-addr=",
+  "--snapshots-enabled=false",
+  "--rate-limit-rps=0"
+]
+
+/** Spawn → Hello OK, in ms. */
+const ready = async (cwd: string, command: string, args: (address: string) => Array<string>): Promise<number> => {
+  const address = `127.0.0.1:${await freePort()}`
+  const spawnedAt = epochMs()
+  const child = track(spawn(command, args(address), { cwd, env, stdio: "ignore", detached: true }))
+  try {
+    const out = await new Promise<string>((resolveOut, reject) => {
+      const gen = track(spawn(loadgen, ["ready", `-addr=${address}`, "-timeout=30s"]))
+      let text = ""
+      gen.stdout?.on("data", (chunk) => {
+        text += chunk
+      })
+      gen.on("exit", (code) => (code === 0 ? resolveOut(text) : reject(new Error(`loadgen exited ${code}`))))
+    })
+    const last = out.trim().split("\n").at(-1) ?? ""
+    return (JSON.parse(last) as { readyUnixNanos: number }).readyUnixNanos / 1e6 - spawnedAt
+  } finally {
+    // npm start runs the service in a child of its own: signal the whole group we created.
+    if (child.pid !== undefined) {
+      try {
+        process.kill(-child.pid, "SIGTERM")
+      } catch {}
+    }
+    await stop(child, "SIGTERM", 5000)
+  }
+}
+
+/** Spawn → exit of `--help`, in ms. */
+const help = (cwd: string, entry: string): number => {
+  const start = epochMs()
+  execFileSync(process.execPath, [entry, "--help"], { cwd, env, stdio: "ignore" })
+  return epochMs() - start
+}
+
+/** As `serviceFlags`, with the landing page and the metrics endpoint on (their defaults), on free ports. */
+const httpFlags = (address: string) => [
+  ...serviceFlags(address).filter((flag) => !flag.startsWith("--landing-addr") && !flag.startsWith("--metrics-addr")),
+  "--landing-addr=127.0.0.1:0",
+  "--metrics-addr=127.0.0.1:0"
+]
+
+const variants: Record<string, (cwd: string) => Promise<number>> = {
+  start: (cwd) => ready(cwd, "npm", (address) => ["start", "--silent", "--", ...serviceFlags(address)]),
+  "start-http": (cwd) => ready(cwd, "npm", (address) => ["start", "--silent", "--", ...httpFlags(address)])
+}
+for (const entry of entries) {
+  const suffix = entries.length === 1 ? "" : ` ${entry}`
+  variants[`bench${suffix}`] = (cwd) => ready(cwd, process.execPath, (address) => [entry, ...serviceFlags(address)])
+  variants[`help${suffix}`] = async (cwd) => help(cwd, entry)
+}
+
+const median = (xs: ReadonlyArray<number>) => {
+  const sorted = [...xs].sort((a, b) => a - b)
+  return sorted[Math.floor(sorted.length / 2)]!
+}
+
+const times: Record<string, Array<number>> = {}
+for (let run = 0; run < repeat; run++) {
+  for (const kind of only) {
+    const chosen = Object.entries(variants).filter(([name]) => name.split(" ")[0] === kind)
+    if (chosen.length === 0) throw new Error(`--only: ${kind}?`)
+    for (const [name, variant] of chosen) {
+      for (const dir of roots) {
+        const key = `${name} ${dir}`
+        times[key] = [...(times[key] ?? []), await variant(dir)]
+      }
+    }
+  }
+}
+for (const [name, xs] of Object.entries(times)) {
+  console.log(`median ${median(xs).toFixed(0).padStart(5)} ms  ${name}   runs ${xs.map((x) => x.toFixed(0)).join(" ")}`)
+}
