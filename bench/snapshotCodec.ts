@@ -1,8 +1,11 @@
 /**
  * Snapshot codec throughput: encodes and decodes a large state (default 5000
- * clusters × 20 affiliates, 1 KiB data, 4 endpoints of 16 bytes each) and
- * prints MB/s. Run: `node bench/snapshotCodec.ts [clusters] [affiliates]`.
+ * clusters × 20 affiliates, 1 KiB data, 4 endpoints of 16 bytes each), held
+ * in the store's compact form, and prints the time of each. The scale row's
+ * shape, with the file and the store, is `bench/snapshotScale.ts`.
+ * Run: `node bench/snapshotCodec.ts [clusters] [affiliates]`.
  */
+import { Affiliate } from "../src/core/server/Affiliate.ts"
 import type { ClusterEntry } from "../src/core/server/SnapshotCodec.ts"
 import { decode, encode } from "../src/core/server/SnapshotCodec.ts"
 
@@ -17,7 +20,7 @@ const state: Array<ClusterEntry> = Array.from({ length: clusters }, (_, c) => ({
       const id = `affiliate-${a}-${"y".repeat(32)}`
       return [
         id,
-        {
+        Affiliate.fromEntry({
           id,
           data: new Uint8Array(1024).fill(a),
           expiresAt: now + 1_800_000,
@@ -25,7 +28,7 @@ const state: Array<ClusterEntry> = Array.from({ length: clusters }, (_, c) => ({
             data: new Uint8Array(16).fill(e),
             expiresAt: now + 900_000
           }))
-        }
+        })
       ] as const
     })
   )

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ClusterStore } from "../../src/core/server/ClusterStore.ts"
+import { decode, encode } from "../../src/core/server/SnapshotCodec.ts"
 import type { WatchDelta, WatchSink } from "../../src/ports/ClusterApi.ts"
 import type { SubscriptionLost, Unavailable } from "../../src/ports/DiscoveryError.ts"
 import { ResourceExhausted } from "../../src/ports/DiscoveryError.ts"
@@ -394,6 +395,44 @@ describe("ClusterStore", () => {
       store.update(updateRequest({ data: blob(8, 7) }), now + minute)
       store.update(updateRequest({ data: blob(8, 7) }), now + minute)
       assert.strictEqual(drain(queue).events.length, 1)
+    })
+  })
+
+  describe("restore", () => {
+    const entry = (id: string, expiresIn: number, endpoints: ReadonlyArray<[number, number]>) => ({
+      id,
+      data: utf8(`data-${id}`),
+      expiresAt: now + expiresIn,
+      endpoints: endpoints.map(([n, endpointExpiresIn]) => ({ data: endpoint(n), expiresAt: now + endpointExpiresIn }))
+    })
+
+    it("copies plain entries, drops what has expired by GC's rules and reports it", () => {
+      const store = new ClusterStore()
+      const fresh = entry("a1", minute, [
+        [1, minute],
+        [2, 0]
+      ])
+      const expired = entry("a2", -1, [[3, minute]])
+      const report = store.restore("c1", [fresh, expired], now)
+      assert.deepStrictEqual(report, { affiliates: 1, endpoints: 1, expiredAffiliates: 1, expiredEndpoints: 2 })
+      fresh.data.fill(0)
+      fresh.endpoints[0]!.data.fill(0)
+      assert.deepStrictEqual(plainList(store.list("c1")), [af("a1", "data-a1", [endpoint(1)])])
+      assert.isUndefined(store.restore("c1", [fresh], now))
+    })
+
+    it("takes over decoded affiliates as they are, and they then merge like any other", () => {
+      const store = new ClusterStore()
+      const decoded = decode(
+        encode([{ id: "c1", affiliates: new Map([["a1", entry("a1", minute, [[1, minute]])]]) }], now).bytes,
+        now
+      )
+      const affiliate = decoded.clusters[0]!.affiliates.get("a1")!
+      store.restore("c1", decoded.clusters[0]!.affiliates.values(), now)
+      assert.strictEqual(store.clusters.get("c1")!.affiliates.get("a1"), affiliate)
+      assert.isUndefined(store.update(updateRequest({ affiliateId: "a1", endpoints: [endpoint(2)] }), now + minute))
+      assert.deepStrictEqual(plainList(store.list("c1")), [af("a1", "data-a1", [endpoint(1), endpoint(2)])])
+      assert.deepStrictEqual(store.stats(), { clusters: 1, affiliates: 1, endpoints: 2, watches: 0 })
     })
   })
 })

@@ -129,6 +129,20 @@ describe("FileSnapshotStore", () => {
     })
   )
 
+  it("reads a whole file, also one longer than its size said (as files in /proc are)", async () => {
+    const path = join(newDir(), "state.binpb")
+    const bytes = Uint8Array.from({ length: 200_000 }, (_, i) => i % 251)
+    writeFileSync(path, bytes)
+    assert.deepStrictEqual(await FileSnapshotStore.nodeFileSystem.readFile(path), bytes)
+    const unsized = "/proc/self/cmdline"
+    if (existsSync(unsized)) {
+      assert.deepStrictEqual(
+        await FileSnapshotStore.nodeFileSystem.readFile(unsized),
+        new Uint8Array(readFileSync(unsized))
+      )
+    }
+  })
+
   it.effect("reports an unreadable snapshot as a load error", () =>
     Effect.gen(function* () {
       const dir = newDir()

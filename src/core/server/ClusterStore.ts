@@ -202,7 +202,7 @@ export class ClusterStore {
     let endpoints = 0
     for (const cluster of this.clusters.values()) {
       affiliates += cluster.affiliates.size
-      for (const affiliate of cluster.affiliates.values()) endpoints += affiliate.endpoints.length
+      for (const affiliate of cluster.affiliates.values()) endpoints += affiliate.endpointCount
     }
     return { clusters: this.clusters.size, affiliates, endpoints, watches: this.watches }
   }
@@ -210,7 +210,9 @@ export class ClusterStore {
   /**
    * Adds a cluster read back from a snapshot, without notifying anyone (no one
    * watches yet). What has expired at `now` is dropped by GC's rules. A cluster
-   * already held is left alone and `undefined` is returned.
+   * already held is left alone and `undefined` is returned. Entries that are
+   * {@link Affiliate} instances (as the snapshot decoder returns them) are
+   * taken over, not copied: the caller hands them to the store.
    */
   restore(clusterId: string, affiliates: Iterable<AffiliateEntry>, now: number): RestoreReport | undefined {
     if (this.clusters.has(clusterId)) return undefined
@@ -220,20 +222,17 @@ export class ClusterStore {
     let expiredAffiliates = 0
     let expiredEndpoints = 0
     for (const entry of affiliates) {
-      const affiliate = new Affiliate(entry.id)
-      affiliate.data = entry.data
-      affiliate.expiresAt = entry.expiresAt
-      for (const endpoint of entry.endpoints)
-        affiliate.endpoints.push({ data: endpoint.data, expiresAt: endpoint.expiresAt })
+      const affiliate = entry instanceof Affiliate ? entry : Affiliate.fromEntry(entry)
+      const stored = affiliate.endpointCount
       if (affiliate.expire(now) === "expired") {
         expiredAffiliates++
-        expiredEndpoints += affiliate.endpoints.length
+        expiredEndpoints += stored
         continue
       }
-      expiredEndpoints += entry.endpoints.length - affiliate.endpoints.length
+      expiredEndpoints += stored - affiliate.endpointCount
       cluster.affiliates.set(affiliate.id, affiliate)
       kept++
-      endpoints += affiliate.endpoints.length
+      endpoints += affiliate.endpointCount
     }
     this.clusters.set(clusterId, cluster)
     return { affiliates: kept, endpoints, expiredAffiliates, expiredEndpoints }

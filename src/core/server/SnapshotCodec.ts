@@ -13,6 +13,8 @@
  * @since 0.1.0
  */
 import { utf8Length } from "../utf8.ts"
+import { Affiliate, layoutOf } from "./Affiliate.ts"
+import { BinaryStringBuilder, writeBytes } from "./binaryString.ts"
 
 /**
  * The largest ClusterSnapshot record accepted, in bytes: the exact size of a
@@ -50,8 +52,9 @@ export interface AffiliateEntry {
 }
 
 /**
- * One cluster as the encoder reads it and the decoder returns it; the store's
- * own clusters have this shape, so they are encoded without copying.
+ * One cluster as the encoder reads it. The store's own clusters have this
+ * shape, and their {@link Affiliate} values are encoded straight from their
+ * compact form; other entries are copied into that form first.
  *
  * @category models
  * @since 0.1.0
@@ -59,6 +62,17 @@ export interface AffiliateEntry {
 export interface ClusterEntry {
   readonly id: string
   readonly affiliates: ReadonlyMap<string, AffiliateEntry>
+}
+
+/**
+ * One cluster as the decoder returns it: its affiliates are already in the
+ * store's compact form, ready for `ClusterStore.restore` to take over.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface DecodedCluster extends ClusterEntry {
+  readonly affiliates: ReadonlyMap<string, Affiliate>
 }
 
 /**
@@ -96,7 +110,7 @@ export interface SkippedRange {
  * @since 0.1.0
  */
 export interface DecodedSnapshot {
-  readonly clusters: ReadonlyArray<ClusterEntry>
+  readonly clusters: ReadonlyArray<DecodedCluster>
   readonly skipped: ReadonlyArray<SkippedRange>
   readonly size: number
 }
@@ -125,7 +139,10 @@ const fieldSize = (length: number): number => 1 + varintSize(length) + length
 /** Bytes of a Duration holding only `seconds` (nanos is always 0, so left out). */
 const durationSize = (seconds: number): number => (seconds === 0 ? 0 : 1 + varintSize(seconds))
 
-/** UTF-8 byte length of a string, as TextEncoder would encode it (lone surrogates become U+FFFD). */
+/** Body bytes of an EndpointSnapshot with `length` bytes of data expiring at `expiresAt`. */
+const endpointSize = (length: number, expiresAt: number, now: number): number =>
+  (length > 0 ? fieldSize(length) : 0) + fieldSize(durationSize(ttlSeconds(expiresAt, now)))
+
 class Writer {
   readonly bytes: Uint8Array
   pos = 0
@@ -138,6 +155,18 @@ class Writer {
   }
 
   varint(value: number): void {
+    if (value >= 0 && value <= 0x7fff_ffff) {
+      const bytes = this.bytes
+      let pos = this.pos
+      let rest = value | 0
+      while (rest >= 0x80) {
+        bytes[pos++] = (rest & 0x7f) | 0x80
+        rest >>>= 7
+      }
+      bytes[pos++] = rest
+      this.pos = pos
+      return
+    }
     if (value < 0) {
       let big = BigInt.asUintN(64, BigInt(value))
       for (let i = 0; i < 9; i++) {
@@ -154,11 +183,12 @@ class Writer {
     this.bytes[this.pos++] = value
   }
 
-  blob(tag: number, data: Uint8Array): void {
+  /** A bytes field holding the chars `record[start, end)` of a binary string. */
+  blob(tag: number, record: string, start: number, end: number): void {
     this.byte(tag)
-    this.varint(data.length)
-    this.bytes.set(data, this.pos)
-    this.pos += data.length
+    this.varint(end - start)
+    writeBytes(record, start, end, this.bytes, this.pos)
+    this.pos += end - start
   }
 
   string(tag: number, text: string, length: number): void {
@@ -166,6 +196,12 @@ class Writer {
     this.varint(length)
     const bytes = this.bytes
     let pos = this.pos
+    if (length === text.length) {
+      // Only ASCII has as many UTF-8 bytes as UTF-16 units.
+      for (let i = 0; i < length; i++) bytes[pos++] = text.charCodeAt(i)
+      this.pos = pos
+      return
+    }
     for (let i = 0; i < text.length; i++) {
       let code = text.charCodeAt(i)
       if (code < 0x80) {
@@ -219,43 +255,47 @@ class Writer {
  */
 export const encode = (clusters: Iterable<ClusterEntry>, now: number): EncodedSnapshot => {
   const list: ReadonlyArray<ClusterEntry> = Array.isArray(clusters) ? clusters : Array.from(clusters)
-  // Pass 1: the body size of every message, in the order pass 2 writes them
-  // (a cluster, then each affiliate followed by its endpoints). -1 marks an
-  // oversized cluster that is left out.
-  const sizes: Array<number> = []
-  const idLengths: Array<number> = []
+  // Pass 1: the body size and ID length of every cluster and affiliate
+  // message, in the order pass 2 writes them (a cluster, then its
+  // affiliates); endpoint sizes are cheap enough to compute again. -1 marks
+  // an oversized cluster, left out. Entries that are not `Affiliate`s are
+  // converted once, in `converted`.
+  let messages = list.length
+  for (const cluster of list) messages += cluster.affiliates.size
+  const sizes = new Float64Array(messages)
+  const idLengths = new Float64Array(messages)
+  const converted: Array<Affiliate> = []
   const oversized: Array<string> = []
+  let slot = 0
   let total = 0
   let clusterCount = 0
   let affiliateCount = 0
   let endpointCount = 0
   for (const cluster of list) {
-    const clusterSlot = sizes.length
-    sizes.push(0)
+    const clusterSlot = slot++
     const idLength = utf8Length(cluster.id)
-    idLengths.push(idLength)
+    idLengths[clusterSlot] = idLength
     let clusterSize = idLength === 0 ? 0 : fieldSize(idLength)
-    let affiliates = 0
     let endpoints = 0
-    for (const affiliate of cluster.affiliates.values()) {
-      const affiliateSlot = sizes.length
-      sizes.push(0)
-      const affiliateIdLength = utf8Length(affiliate.id)
-      idLengths.push(affiliateIdLength)
-      let affiliateSize = affiliateIdLength === 0 ? 0 : fieldSize(affiliateIdLength)
-      if (affiliate.data.length > 0) affiliateSize += fieldSize(affiliate.data.length)
-      for (const endpoint of affiliate.endpoints) {
-        const endpointSize =
-          (endpoint.data.length > 0 ? fieldSize(endpoint.data.length) : 0) +
-          fieldSize(durationSize(ttlSeconds(endpoint.expiresAt, now)))
-        sizes.push(endpointSize)
-        affiliateSize += fieldSize(endpointSize)
+    for (const entry of cluster.affiliates.values()) {
+      let affiliate: Affiliate
+      if (entry instanceof Affiliate) affiliate = entry
+      else {
+        affiliate = Affiliate.fromEntry(entry)
+        converted.push(affiliate)
       }
-      affiliateSize += fieldSize(durationSize(ttlSeconds(affiliate.expiresAt, now)))
-      sizes[affiliateSlot] = affiliateSize
+      const layout = affiliate.unsafeLayout
+      const affiliateIdLength = utf8Length(affiliate.id)
+      let affiliateSize = affiliateIdLength === 0 ? 0 : fieldSize(affiliateIdLength)
+      if (layout[1]! > 0) affiliateSize += fieldSize(layout[1]!)
+      for (let j = 2; j < layout.length; j += 2) {
+        affiliateSize += fieldSize(endpointSize(layout[j + 1]! - layout[j - 1]!, layout[j]!, now))
+      }
+      affiliateSize += fieldSize(durationSize(ttlSeconds(layout[0]!, now)))
+      idLengths[slot] = affiliateIdLength
+      sizes[slot++] = affiliateSize
       clusterSize += fieldSize(affiliateSize)
-      affiliates++
-      endpoints += affiliate.endpoints.length
+      endpoints += (layout.length - 2) >> 1
     }
     if (clusterSize > maxClusterSize) {
       sizes[clusterSlot] = -1
@@ -265,38 +305,43 @@ export const encode = (clusters: Iterable<ClusterEntry>, now: number): EncodedSn
     sizes[clusterSlot] = clusterSize
     total += fieldSize(clusterSize)
     clusterCount++
-    affiliateCount += affiliates
+    affiliateCount += cluster.affiliates.size
     endpointCount += endpoints
   }
 
   // Pass 2: write.
   const out = new Writer(total)
-  let slot = 0
-  let idSlot = 0
+  slot = 0
+  let next = 0
   for (const cluster of list) {
-    const clusterSize = sizes[slot++]!
+    const clusterSize = sizes[slot]!
     if (clusterSize === -1) {
-      for (const affiliate of cluster.affiliates.values()) slot += 1 + affiliate.endpoints.length
-      idSlot += 1 + cluster.affiliates.size
+      slot += 1 + cluster.affiliates.size
+      for (const entry of cluster.affiliates.values()) if (!(entry instanceof Affiliate)) next++
       continue
     }
     out.byte(0x0a)
     out.varint(clusterSize)
-    const idLength = idLengths[idSlot++]!
+    const idLength = idLengths[slot++]!
     if (idLength > 0) out.string(0x0a, cluster.id, idLength)
-    for (const affiliate of cluster.affiliates.values()) {
+    for (const entry of cluster.affiliates.values()) {
+      const affiliate = entry instanceof Affiliate ? entry : converted[next++]!
+      const record = affiliate.unsafeRecord
+      const layout = affiliate.unsafeLayout
       out.byte(0x12)
-      out.varint(sizes[slot++]!)
-      const affiliateIdLength = idLengths[idSlot++]!
+      out.varint(sizes[slot]!)
+      const affiliateIdLength = idLengths[slot++]!
       if (affiliateIdLength > 0) out.string(0x0a, affiliate.id, affiliateIdLength)
-      if (affiliate.data.length > 0) out.blob(0x1a, affiliate.data)
-      for (const endpoint of affiliate.endpoints) {
+      if (layout[1]! > 0) out.blob(0x1a, record, 0, layout[1]!)
+      for (let j = 2; j < layout.length; j += 2) {
+        const start = layout[j - 1]!
+        const end = layout[j + 1]!
         out.byte(0x22)
-        out.varint(sizes[slot++]!)
-        if (endpoint.data.length > 0) out.blob(0x12, endpoint.data)
-        out.duration(0x1a, ttlSeconds(endpoint.expiresAt, now))
+        out.varint(endpointSize(end - start, layout[j]!, now))
+        if (end > start) out.blob(0x12, record, start, end)
+        out.duration(0x1a, ttlSeconds(layout[j]!, now))
       }
-      out.duration(0x2a, ttlSeconds(affiliate.expiresAt, now))
+      out.duration(0x2a, ttlSeconds(layout[0]!, now))
     }
   }
   return {
@@ -327,8 +372,6 @@ const decodeId = (bytes: Uint8Array, field: string): string => {
     throw new Malformed(`${field} is not valid UTF-8`)
   }
 }
-/** A plain Uint8Array copy that owns its memory (even when the input is a Node Buffer, whose `slice` is a view). */
-const copy = (view: Uint8Array): Uint8Array => new Uint8Array(view)
 
 /** A cursor over `bytes[pos, end)` for one message. */
 class Reader {
@@ -429,9 +472,7 @@ class Reader {
   }
 }
 
-type SecondsNanos = { seconds: number; nanos: number }
-
-/** Reads the message whose payload comes next, with `read` confined to its bytes. */
+/** Runs `read` on the message whose payload comes next, with the reader confined to its bytes. */
 const nested = <A>(reader: Reader, read: (reader: Reader) => A): A => {
   const start = reader.delimited()
   const stop = reader.pos
@@ -450,48 +491,101 @@ const payload = (reader: Reader): Uint8Array => {
   return reader.bytes.subarray(start, reader.pos)
 }
 
-/** Merges the fields of a Duration or Timestamp (`seconds` 1, `nanos` 2) into `into`, as protobuf merges a repeated message field. */
-const readSecondsNanos =
-  (into: SecondsNanos | undefined) =>
-  (reader: Reader): SecondsNanos => {
-    const value = into ?? { seconds: 0, nanos: 0 }
+/** A Duration or Timestamp being read; repeated occurrences merge, as protobuf merges a message field. */
+class Time {
+  present = false
+  seconds = 0
+  nanos = 0
+
+  reset(): void {
+    this.present = false
+    this.seconds = 0
+    this.nanos = 0
+  }
+
+  /** Reads the message whose payload comes next (`seconds` 1, `nanos` 2) into this time. */
+  read(reader: Reader): void {
+    const start = reader.delimited()
+    const stop = reader.pos
+    const outer = reader.end
+    reader.pos = start
+    reader.end = stop
+    this.present = true
     while (reader.pos < reader.end) {
       const tag = reader.uint()
       const field = Math.floor(tag / 8)
       const type = tag % 8
       if (field === 1) {
         expectWireType(type, 0, "seconds")
-        value.seconds = reader.int64()
+        this.seconds = reader.int64()
       } else if (field === 2) {
         expectWireType(type, 0, "nanos")
         reader.varint64()
-        value.nanos = reader.lo | 0
+        this.nanos = reader.lo | 0
       } else if (field === 0) throw new Malformed("field number 0")
       else reader.skip(type, field)
     }
-    return value
+    reader.end = outer
+    reader.pos = stop
   }
 
-const toMillis = (value: SecondsNanos): number => value.seconds * 1000 + Math.trunc(value.nanos / 1e6)
+  get millis(): number {
+    return this.seconds * 1000 + Math.trunc(this.nanos / 1e6)
+  }
+}
 
 const clampDuration = (millis: number): number => Math.min(Math.max(millis, -maxDurationMillis), maxDurationMillis)
 
 /** The expiry of an entry: `now + ttl` when a TTL is present, else the legacy absolute expiration (epoch when absent). */
-const expiryOf = (ttl: SecondsNanos | undefined, expiration: SecondsNanos | undefined, now: number): number => {
-  if (ttl !== undefined) return now + clampDuration(toMillis(ttl))
-  return expiration === undefined ? 0 : toMillis(expiration)
+const expiryOf = (ttl: Time, expiration: Time, now: number): number => {
+  if (ttl.present) return now + clampDuration(ttl.millis)
+  return expiration.present ? expiration.millis : 0
 }
 
 const expectWireType = (type: number, wanted: number, name: string): void => {
   if (type !== wanted) throw new Malformed(`field ${name} has wire type ${type}, expected ${wanted}`)
 }
 
-const readEndpoint =
-  (now: number) =>
-  (reader: Reader): EndpointEntry => {
-    let data: Uint8Array = new Uint8Array(0)
-    let ttl: SecondsNanos | undefined
-    let expiration: SecondsNanos | undefined
+/** Bytes of records after which the decoder makes their string, so one huge cluster needs no huge scratch. */
+const flushSize = 1 << 20
+
+/**
+ * The state of one decode, reused from one message to the next. An
+ * affiliate's bytes go straight from the file into a binary string, with no
+ * buffer per blob, and all affiliates of a cluster share one string (made
+ * by one native call), each holding its piece: a record so outlives its
+ * siblings' only while they are in memory too, and at most a cluster's
+ * worth of bytes is ever kept that way.
+ */
+class Decoding {
+  readonly now: number
+  readonly builder = new BinaryStringBuilder(1 << 16)
+  readonly ttl = new Time()
+  readonly expiration = new Time()
+  readonly endpointTtl = new Time()
+  readonly endpointExpiration = new Time()
+  /** Bounds and expiry of each endpoint of the affiliate being read. */
+  readonly starts: Array<number> = []
+  readonly ends: Array<number> = []
+  readonly expiries: Array<number> = []
+  count = 0
+  /** The affiliates read since the last flush: ID, layout and where the record starts in the builder. */
+  readonly ids: Array<string> = []
+  readonly layouts: Array<Array<number>> = []
+  readonly offsets: Array<number> = []
+  pending = 0
+  constructor(now: number) {
+    this.now = now
+  }
+
+  /** Reads one EndpointSnapshot and records its bounds and expiry. */
+  readonly endpoint = (reader: Reader): void => {
+    let start = 0
+    let end = 0
+    const ttl = this.endpointTtl
+    const expiration = this.endpointExpiration
+    ttl.reset()
+    expiration.reset()
     while (reader.pos < reader.end) {
       const tag = reader.uint()
       const field = Math.floor(tag / 8)
@@ -499,15 +593,16 @@ const readEndpoint =
       switch (field) {
         case 1:
           expectWireType(type, 2, "EndpointSnapshot.expiration")
-          expiration = nested(reader, readSecondsNanos(expiration))
+          expiration.read(reader)
           break
         case 2:
           expectWireType(type, 2, "EndpointSnapshot.data")
-          data = copy(payload(reader))
+          start = reader.delimited()
+          end = reader.pos
           break
         case 3:
           expectWireType(type, 2, "EndpointSnapshot.ttl")
-          ttl = nested(reader, readSecondsNanos(ttl))
+          ttl.read(reader)
           break
         case 0:
           throw new Malformed("field number 0")
@@ -515,18 +610,22 @@ const readEndpoint =
           reader.skip(type, field)
       }
     }
-    return { data, expiresAt: expiryOf(ttl, expiration, now) }
+    const i = this.count++
+    this.starts[i] = start
+    this.ends[i] = end
+    this.expiries[i] = expiryOf(ttl, expiration, this.now)
   }
 
-const readAffiliate =
-  (now: number) =>
-  (reader: Reader): AffiliateEntry => {
+  /** Reads one AffiliateSnapshot and adds it to the pending ones, its bytes to the builder. */
+  readonly affiliate = (reader: Reader): void => {
     let id = ""
-    let data: Uint8Array = new Uint8Array(0)
-    const endpoints: Array<EndpointEntry> = []
-    let ttl: SecondsNanos | undefined
-    let expiration: SecondsNanos | undefined
-    const readOne = readEndpoint(now)
+    let dataStart = 0
+    let dataEnd = 0
+    this.count = 0
+    const ttl = this.ttl
+    const expiration = this.expiration
+    ttl.reset()
+    expiration.reset()
     while (reader.pos < reader.end) {
       const tag = reader.uint()
       const field = Math.floor(tag / 8)
@@ -538,19 +637,20 @@ const readAffiliate =
           break
         case 2:
           expectWireType(type, 2, "AffiliateSnapshot.expiration")
-          expiration = nested(reader, readSecondsNanos(expiration))
+          expiration.read(reader)
           break
         case 3:
           expectWireType(type, 2, "AffiliateSnapshot.data")
-          data = copy(payload(reader))
+          dataStart = reader.delimited()
+          dataEnd = reader.pos
           break
         case 4:
           expectWireType(type, 2, "AffiliateSnapshot.endpoints")
-          endpoints.push(nested(reader, readOne))
+          nested(reader, this.endpoint)
           break
         case 5:
           expectWireType(type, 2, "AffiliateSnapshot.ttl")
-          ttl = nested(reader, readSecondsNanos(ttl))
+          ttl.read(reader)
           break
         case 0:
           throw new Malformed("field number 0")
@@ -558,36 +658,71 @@ const readAffiliate =
           reader.skip(type, field)
       }
     }
-    return { id, data, expiresAt: expiryOf(ttl, expiration, now), endpoints }
-  }
-
-const readCluster = (reader: Reader, now: number): ClusterEntry => {
-  let id = ""
-  // Affiliates with the same ID: the last one wins, as in the original.
-  const affiliates = new Map<string, AffiliateEntry>()
-  const readOne = readAffiliate(now)
-  while (reader.pos < reader.end) {
-    const tag = reader.uint()
-    const field = Math.floor(tag / 8)
-    const type = tag % 8
-    switch (field) {
-      case 1:
-        expectWireType(type, 2, "ClusterSnapshot.id")
-        id = decodeId(payload(reader), "ClusterSnapshot.id")
-        break
-      case 2: {
-        expectWireType(type, 2, "ClusterSnapshot.affiliates")
-        const affiliate = nested(reader, readOne)
-        affiliates.set(affiliate.id, affiliate)
-        break
-      }
-      case 0:
-        throw new Malformed("field number 0")
-      default:
-        reader.skip(type, field)
+    const bytes = reader.bytes
+    const builder = this.builder
+    const count = this.count
+    const layout = layoutOf(2 + 2 * count)
+    layout[0] = expiryOf(ttl, expiration, this.now)
+    layout[1] = dataEnd - dataStart
+    const i = this.pending++
+    this.ids[i] = id
+    this.layouts[i] = layout
+    this.offsets[i] = builder.size
+    builder.bytes(bytes, dataStart, dataEnd)
+    let end = dataEnd - dataStart
+    for (let e = 0; e < count; e++) {
+      builder.bytes(bytes, this.starts[e]!, this.ends[e]!)
+      end += this.ends[e]! - this.starts[e]!
+      layout[2 + 2 * e] = this.expiries[e]!
+      layout[3 + 2 * e] = end
     }
   }
-  return { id, affiliates }
+
+  /**
+   * Turns the affiliates read since the last flush into `Affiliate`s, their
+   * records all pieces of one new string (later ones replace earlier ones
+   * with the same ID, as in the original).
+   */
+  private flush(into: Map<string, Affiliate>): void {
+    const text = this.builder.finish()
+    const pending = this.pending
+    for (let i = 0; i < pending; i++) {
+      const start = this.offsets[i]!
+      const end = i + 1 < pending ? this.offsets[i + 1]! : text.length
+      const record = start === 0 && end === text.length ? text : text.substring(start, end)
+      into.set(this.ids[i]!, Affiliate.unsafeMake(this.ids[i]!, record, this.layouts[i]!))
+    }
+    this.pending = 0
+  }
+
+  cluster(reader: Reader): DecodedCluster {
+    let id = ""
+    const affiliates = new Map<string, Affiliate>()
+    this.pending = 0
+    this.builder.reset()
+    while (reader.pos < reader.end) {
+      const tag = reader.uint()
+      const field = Math.floor(tag / 8)
+      const type = tag % 8
+      switch (field) {
+        case 1:
+          expectWireType(type, 2, "ClusterSnapshot.id")
+          id = decodeId(payload(reader), "ClusterSnapshot.id")
+          break
+        case 2:
+          expectWireType(type, 2, "ClusterSnapshot.affiliates")
+          nested(reader, this.affiliate)
+          if (this.builder.size >= flushSize) this.flush(affiliates)
+          break
+        case 0:
+          throw new Malformed("field number 0")
+        default:
+          reader.skip(type, field)
+      }
+    }
+    this.flush(affiliates)
+    return { id, affiliates }
+  }
 }
 
 /**
@@ -607,7 +742,8 @@ const readCluster = (reader: Reader, now: number): ClusterEntry => {
  * @since 0.1.0
  */
 export const decode = (bytes: Uint8Array, now: number): DecodedSnapshot => {
-  const clusters: Array<ClusterEntry> = []
+  const clusters: Array<DecodedCluster> = []
+  const decoding = new Decoding(now)
   const skipped: Array<SkippedRange> = []
   const seen = new Set<string>()
   const size = bytes.length
@@ -677,9 +813,9 @@ export const decode = (bytes: Uint8Array, now: number): DecodedSnapshot => {
     const skipRecord = (reason: string) => {
       skipped.push({ offset, length: reader.pos - offset, reason })
     }
-    let cluster: ClusterEntry
+    let cluster: DecodedCluster
     try {
-      cluster = readCluster(new Reader(bytes, start, start + length), now)
+      cluster = decoding.cluster(new Reader(bytes, start, start + length))
     } catch (error) {
       if (!(error instanceof Malformed)) throw error
       skipRecord(`malformed record at offset ${offset}: ${error.reason}`)
