@@ -26,8 +26,10 @@ export interface WritableCall {
 }
 
 /**
- * Runs the writes of ready sinks, at most `batch` sinks per turn of the
- * event loop (the transport flushes between turns).
+ * Runs the writes of ready sinks in batches, one batch per turn of the event
+ * loop (the transport flushes between turns). The first batch of a burst is
+ * small so the first watchers hear of a change at once; each next one is
+ * twice as large, up to `batch` sinks.
  *
  * @category models
  * @since 0.1.0
@@ -36,10 +38,14 @@ export class FanOut {
   private readonly ready: Array<CallSink> = []
   private head = 0
   private scheduled = false
+  private size: number
+  private readonly first: number
   private readonly batch: number
-  /** `batch`: sinks written per turn. */
-  constructor(batch = 64) {
+  /** `first`: sinks written in the first turn of a burst; `batch`: most sinks written per turn. */
+  constructor(batch = 64, first = 8) {
     this.batch = batch
+    this.first = Math.min(first, batch)
+    this.size = this.first
   }
 
   /** Queues a sink whose pending deltas can be written. */
@@ -52,14 +58,16 @@ export class FanOut {
   }
 
   private readonly run = (): void => {
-    const end = Math.min(this.head + this.batch, this.ready.length)
+    const end = Math.min(this.head + this.size, this.ready.length)
     while (this.head < end) this.ready[this.head++]!.flush()
     if (this.head < this.ready.length) {
+      this.size = Math.min(2 * this.size, this.batch)
       setImmediate(this.run)
       return
     }
     this.ready.length = 0
     this.head = 0
+    this.size = this.first
     this.scheduled = false
   }
 }

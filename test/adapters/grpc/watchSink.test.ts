@@ -101,7 +101,7 @@ describe("CallSink", () => {
 
 describe("FanOut", () => {
   it("writes a batch of sinks per turn of the event loop, in the order they became ready", async () => {
-    const fanOut = new FanOut(2)
+    const fanOut = new FanOut(2, 2)
     const calls = Array.from({ length: 5 }, () => new FakeCall())
     const sinks = calls.map((call) => sinkOn(call, fanOut).sink)
     for (const sink of sinks) sink.start([])
@@ -112,5 +112,23 @@ describe("FanOut", () => {
       writtenAfter.push(calls.filter((call) => call.written.length > 0).length)
     }
     assert.deepStrictEqual(writtenAfter, [2, 4, 5])
+  })
+
+  it("starts a burst with a small batch and doubles it each turn up to the most", async () => {
+    const fanOut = new FanOut(8, 2)
+    const burst = async (count: number, turns: number) => {
+      const calls = Array.from({ length: count }, () => new FakeCall())
+      const sinks = calls.map((call) => sinkOn(call, fanOut).sink)
+      for (const sink of sinks) sink.start([])
+      for (const sink of sinks) sink.offer(delta(1))
+      const writtenAfter: Array<number> = []
+      for (let turn = 0; turn < turns; turn++) {
+        await nextTurn()
+        writtenAfter.push(calls.filter((call) => call.written.length > 0).length)
+      }
+      return writtenAfter
+    }
+    assert.deepStrictEqual(await burst(30, 5), [2, 6, 14, 22, 30])
+    assert.deepStrictEqual(await burst(3, 2), [2, 3], "the next burst starts small again")
   })
 })
