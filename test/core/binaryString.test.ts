@@ -1,12 +1,28 @@
 import { assert, describe, it } from "@effect/vitest"
 import fc from "fast-check"
-import { BinaryStringBuilder, sameBytes, toBytes, writeBytes } from "../../src/core/server/binaryString.ts"
+import {
+  BinaryStringBuilder,
+  hostLatin1,
+  type Latin1Native,
+  sameBytes,
+  toBytes,
+  writeBytes
+} from "../../src/core/server/binaryString.ts"
 
 const everyByte = Uint8Array.from({ length: 256 }, (_, i) => i)
 
-describe("binary strings", () => {
+it("finds the host's native one-byte copies on Node", () => {
+  assert.isDefined(hostLatin1)
+})
+
+const paths: ReadonlyArray<readonly [string, Latin1Native | undefined]> = [
+  ["native copies", hostLatin1],
+  ["portable loops", undefined]
+]
+
+describe.each(paths)("binary strings, %s", (_, native) => {
   it("hold one char per byte, for every byte value, and give the same bytes back", () => {
-    const builder = new BinaryStringBuilder(8)
+    const builder = new BinaryStringBuilder(8, native)
     builder.bytes(everyByte, 0, 256)
     const text = builder.finish()
     assert.strictEqual(text.length, 256)
@@ -23,7 +39,7 @@ describe("binary strings", () => {
         fc.array(fc.uint8Array({ maxLength: 600 }), { maxLength: 6 }),
         fc.integer({ min: 1, max: 64 }),
         (pieces, capacity) => {
-          const builder = new BinaryStringBuilder(capacity)
+          const builder = new BinaryStringBuilder(capacity, native)
           for (const [i, piece] of pieces.entries()) {
             builder.bytes(piece, 0, piece.length)
             if (i % 2 === 1) {
@@ -35,7 +51,7 @@ describe("binary strings", () => {
           const text = builder.finish()
           assert.strictEqual(builder.finish(), "")
           const out = new Uint8Array(text.length + 2)
-          writeBytes(text, 0, text.length, out, 1)
+          writeBytes(text, 0, text.length, out, 1, native)
           assert.deepStrictEqual(
             Array.from(out.subarray(1, -1)),
             pieces.flatMap((piece) => Array.from(piece))
@@ -46,10 +62,26 @@ describe("binary strings", () => {
   })
 
   it("take sub-ranges of bytes and of strings", () => {
-    const builder = new BinaryStringBuilder()
+    const builder = new BinaryStringBuilder(4096, native)
     builder.bytes(everyByte, 250, 256)
     builder.bytes(everyByte, 3, 3)
     builder.chars("\u0000\u00ff\u0080abc", 1, 4)
     assert.deepStrictEqual(Array.from(toBytes(builder.finish(), 0, 9)), [250, 251, 252, 253, 254, 255, 0xff, 0x80, 97])
+  })
+
+  it("write sub-ranges of strings, short and long, as bytes", () => {
+    const builder = new BinaryStringBuilder(4096, native)
+    builder.bytes(everyByte, 0, 256)
+    const text = builder.finish()
+    for (const [start, end] of [
+      [0, 256],
+      [5, 40],
+      [1, 255],
+      [200, 200]
+    ] as const) {
+      const out = new Uint8Array(end - start + 2).fill(7)
+      writeBytes(text, start, end, out, 1, native)
+      assert.deepStrictEqual(Array.from(out), [7, ...everyByte.subarray(start, end), 7])
+    }
   })
 })

@@ -11,11 +11,52 @@
 const nativeCopyFrom = 64
 
 /**
+ * One-byte string copies a host may have natively: Node's `Buffer` has both
+ * (`latin1Slice`, `latin1Write`), several times faster than the portable
+ * loops of this module. Other hosts use the loops.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Latin1Native {
+  /** A string of one char per byte of `bytes[start, end)`. */
+  readonly slice: (bytes: Uint8Array, start: number, end: number) => string
+  /** Writes each char of `text` as one byte into `target` at `offset`. */
+  readonly write: (text: string, target: Uint8Array, offset: number) => void
+}
+
+interface BufferPrototype {
+  readonly latin1Slice?: (this: Uint8Array, start: number, end: number) => string
+  readonly latin1Write?: (this: Uint8Array, text: string, offset: number, length: number) => number
+}
+
+/**
+ * The host's native copies, found on the global `Buffer` when there is one
+ * (no import: the core stays free of Node modules), else `undefined`.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const hostLatin1: Latin1Native | undefined = (() => {
+  const prototype = (globalThis as { readonly Buffer?: { readonly prototype?: BufferPrototype } }).Buffer?.prototype
+  const latin1Slice = prototype?.latin1Slice
+  const latin1Write = prototype?.latin1Write
+  if (typeof latin1Slice !== "function" || typeof latin1Write !== "function") return undefined
+  return {
+    slice: (bytes, start, end) => latin1Slice.call(bytes, start, end),
+    write: (text, target, offset) => {
+      latin1Write.call(target, text, offset, text.length)
+    }
+  }
+})()
+
+/**
  * Builds one binary string from pieces of bytes and of other binary strings.
- * It widens the pieces into a scratch buffer of UTF-16 code units (a native
- * copy for bytes) and lets `TextDecoder` turn that into a string in one native
- * step; V8 stores the result with one byte per char, since every char is
- * below 256. This is several times faster than `String.fromCharCode` or any
+ * With the host's native copies it gathers the pieces into a scratch buffer
+ * of bytes and makes the string in one native step; otherwise it widens them
+ * into UTF-16 code units and lets `TextDecoder` make the string. Either way
+ * V8 stores the result with one byte per char, since every char is below
+ * 256, and both are several times faster than `String.fromCharCode` or any
  * per-byte branching on random bytes. One builder serves one string at a
  * time: `finish` resets it.
  *
@@ -23,11 +64,14 @@ const nativeCopyFrom = 64
  * @since 0.1.0
  */
 export class BinaryStringBuilder {
-  private units: Uint16Array
+  private units: Uint8Array | Uint16Array
   private length = 0
+  private readonly native: Latin1Native | undefined
   private readonly decoder = new TextDecoder("utf-16le", { ignoreBOM: true })
-  constructor(capacity = 4096) {
-    this.units = new Uint16Array(capacity)
+  /** `native`: the host's copies to use (default `hostLatin1`), `undefined` for the portable path. */
+  constructor(capacity = 4096, native: Latin1Native | undefined = hostLatin1) {
+    this.native = native
+    this.units = native === undefined ? new Uint16Array(capacity) : new Uint8Array(capacity)
   }
 
   /** Appends `bytes[start, end)`. */
@@ -60,14 +104,19 @@ export class BinaryStringBuilder {
   finish(): string {
     const length = this.length
     this.length = 0
-    return length === 0 ? "" : this.decoder.decode(new Uint8Array(this.units.buffer, 0, 2 * length))
+    if (length === 0) return ""
+    const units = this.units
+    return this.native === undefined
+      ? this.decoder.decode(new Uint8Array(units.buffer, 0, 2 * length))
+      : this.native.slice(units as Uint8Array, 0, length)
   }
 
   /** The scratch buffer, grown to take `count` more units. */
-  private reserve(count: number): Uint16Array {
+  private reserve(count: number): Uint8Array | Uint16Array {
     const needed = this.length + count
     if (needed > this.units.length) {
-      const grown = new Uint16Array(Math.max(needed, 2 * this.units.length))
+      const capacity = Math.max(needed, 2 * this.units.length)
+      const grown = this.native === undefined ? new Uint16Array(capacity) : new Uint8Array(capacity)
       grown.set(this.units.subarray(0, this.length))
       this.units = grown
     }
@@ -90,12 +139,23 @@ export const sameBytes = (text: string, start: number, end: number, bytes: Uint8
 
 /**
  * Writes the chars `text[start, end)` of a binary string into `target` at
- * `offset`, as bytes.
+ * `offset`, as bytes (long ranges with `native` when there is one).
  *
  * @category encoding
  * @since 0.1.0
  */
-export const writeBytes = (text: string, start: number, end: number, target: Uint8Array, offset: number): void => {
+export const writeBytes = (
+  text: string,
+  start: number,
+  end: number,
+  target: Uint8Array,
+  offset: number,
+  native: Latin1Native | undefined = hostLatin1
+): void => {
+  if (native !== undefined && end - start > nativeCopyFrom) {
+    native.write(start === 0 && end === text.length ? text : text.substring(start, end), target, offset)
+    return
+  }
   for (let i = start; i < end; i++) target[offset++] = text.charCodeAt(i)
 }
 
