@@ -30,7 +30,11 @@ export class SnapshotStore extends Context.Service<
   {
     /** Where the snapshot lives, for logs (a file path, or `memory`). */
     readonly location: string
-    /** The last snapshot saved, or `None` when there is none yet. */
+    /**
+     * The last snapshot saved, or `None` when there is none yet. The bytes are
+     * handed over: the caller may detach their buffer once it has read them,
+     * so return bytes no one else uses.
+     */
     readonly load: Effect.Effect<Option.Option<Uint8Array>, SnapshotStoreError>
     /**
      * Replaces the snapshot with these bytes, all or nothing: when the save

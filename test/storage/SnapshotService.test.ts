@@ -218,6 +218,27 @@ describe("SnapshotService", () => {
     }).pipe(Effect.provide(layer))
   })
 
+  it.effect("frees the loaded snapshot's buffer at once, keeping its own copy of the state", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(now)
+      const { bytes } = smallSnapshot()
+      const handedOver = bytes.slice()
+      const store = Layer.succeed(SnapshotStore, {
+        location: "test",
+        load: Effect.succeed(Option.some(handedOver)),
+        save: () => Effect.void,
+        moveAside: Effect.succeed(Option.none())
+      })
+      const { context, scope } = yield* open(lifecycle(store))
+      assert.isTrue(handedOver.buffer.detached, "the buffer the store handed over is released")
+      const exported = yield* Effect.flatMap(ClusterState, (state) => state.exportSnapshot).pipe(
+        Effect.provideContext(context)
+      )
+      assert.deepStrictEqual(decode(exported.bytes, now).clusters, decode(bytes, now).clusters)
+      yield* Scope.close(scope, Exit.void)
+    })
+  )
+
   it.effect("logs state loaded and state saved with their fields", () => {
     const { lines, layer } = capture()
     return Effect.gen(function* () {
