@@ -39,7 +39,9 @@ export class SnapshotStore extends Context.Service<
     /**
      * Replaces the snapshot with these bytes, all or nothing: when the save
      * fails or is interrupted, the previous snapshot stays as it was. Empty
-     * bytes are a valid snapshot (no clusters).
+     * bytes are a valid snapshot (no clusters). The store must not keep the
+     * bytes once the save succeeded (copy them if it needs them): the caller
+     * may then detach their buffer.
      */
     readonly save: (bytes: Uint8Array) => Effect.Effect<void, SnapshotStoreError>
     /**

@@ -218,15 +218,16 @@ describe("SnapshotService", () => {
     }).pipe(Effect.provide(layer))
   })
 
-  it.effect("frees the loaded snapshot's buffer at once, keeping its own copy of the state", () =>
+  it.effect("frees a snapshot's buffer once loaded or saved, keeping its own copy of the state", () =>
     Effect.gen(function* () {
       yield* TestClock.setTime(now)
       const { bytes } = smallSnapshot()
       const handedOver = bytes.slice()
+      const saved: Array<{ readonly size: number; readonly bytes: Uint8Array }> = []
       const store = Layer.succeed(SnapshotStore, {
         location: "test",
         load: Effect.succeed(Option.some(handedOver)),
-        save: () => Effect.void,
+        save: (bytes: Uint8Array) => Effect.sync(() => saved.push({ size: bytes.length, bytes })),
         moveAside: Effect.succeed(Option.none())
       })
       const { context, scope } = yield* open(lifecycle(store))
@@ -236,6 +237,11 @@ describe("SnapshotService", () => {
       )
       assert.deepStrictEqual(decode(exported.bytes, now).clusters, decode(bytes, now).clusters)
       yield* Scope.close(scope, Exit.void)
+      assert.deepStrictEqual(
+        saved.map((save) => [save.size > 0, (save.bytes.buffer as ArrayBuffer).detached]),
+        [[true, true]],
+        "the final save's buffer is released once the store is done with it"
+      )
     })
   )
 

@@ -228,10 +228,11 @@ const moveAside = (store: Context.Service.Shape<typeof SnapshotStore>) =>
   )
 
 /**
- * Frees a loaded snapshot's memory now (it can be hundreds of MB) rather than
- * at some later full garbage collection: the store handed the bytes over, and
- * the imported state holds copies, so their buffer is detached when it is
- * theirs alone.
+ * Frees a snapshot's memory now (it can be hundreds of MB) rather than at
+ * some later full garbage collection, once nothing needs the bytes: a loaded
+ * snapshot after its import (the store handed the bytes over and the state
+ * holds copies), a saved one after the store finished writing it (the store
+ * keeps no reference). The buffer is detached only when it is the bytes' alone.
  */
 const release = (bytes: Uint8Array): void => {
   const buffer = bytes.buffer
@@ -327,6 +328,7 @@ const saveWith = (
       sizeBytes: encoded.bytes.length,
       duration
     }
+    release(encoded.bytes)
     yield* countOperation("save", "success")
     yield* recordStats("save", stats)
     yield* Effect.logInfo("state saved").pipe(Effect.annotateLogs(statsFields(stats)))
