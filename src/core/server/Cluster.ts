@@ -10,6 +10,7 @@ import { lostUpdateMessage, SubscriptionLost } from "../../ports/DiscoveryError.
 import type { Affiliate } from "./Affiliate.ts"
 
 const lostUpdate = new SubscriptionLost({ message: lostUpdateMessage })
+const noSinks: ReadonlyArray<WatchSink> = []
 
 /**
  * The mutable state of one cluster, owned by the cluster store.
@@ -19,7 +20,8 @@ const lostUpdate = new SubscriptionLost({ message: lostUpdateMessage })
  */
 export class Cluster {
   readonly affiliates = new Map<string, Affiliate>()
-  readonly watchers = new Set<WatchSink>()
+  /** Created with the first watcher: most clusters never have one, and an empty Set costs ~100 bytes. */
+  private sinks: Set<WatchSink> | undefined = undefined
   revision = 0
   readonly id: string
   private readonly release: () => void
@@ -31,7 +33,28 @@ export class Cluster {
 
   /** True when nothing keeps the cluster alive: no affiliate and no watcher. */
   get isEmpty(): boolean {
-    return this.affiliates.size === 0 && this.watchers.size === 0
+    return this.affiliates.size === 0 && this.watcherCount === 0
+  }
+
+  /** How many watchers the cluster has. */
+  get watcherCount(): number {
+    return this.sinks?.size ?? 0
+  }
+
+  /** The watchers, in the order they came. */
+  get watchers(): Iterable<WatchSink> {
+    return this.sinks ?? noSinks
+  }
+
+  /** Adds a watcher. */
+  addWatcher(sink: WatchSink): void {
+    if (this.sinks === undefined) this.sinks = new Set()
+    this.sinks.add(sink)
+  }
+
+  /** Removes a watcher; false when it was not there. */
+  removeWatcher(sink: WatchSink): boolean {
+    return this.sinks?.delete(sink) ?? false
   }
 
   /** The affiliates as watchers see them. */
@@ -43,7 +66,7 @@ export class Cluster {
 
   /** Publishes the full current state of an affiliate. */
   publishUpdated(affiliate: Affiliate): void {
-    if (this.watchers.size === 0) {
+    if (this.watcherCount === 0) {
       this.revision++
       return
     }
@@ -52,7 +75,7 @@ export class Cluster {
 
   /** Publishes the removal of an affiliate. */
   publishDeleted(affiliateId: string): void {
-    if (this.watchers.size === 0) {
+    if (this.watcherCount === 0) {
       this.revision++
       return
     }
@@ -60,9 +83,10 @@ export class Cluster {
   }
 
   private publish(event: WatchDelta): void {
-    for (const watcher of this.watchers) {
+    const sinks = this.sinks!
+    for (const watcher of sinks) {
       if (!watcher.offer(event)) {
-        this.watchers.delete(watcher)
+        sinks.delete(watcher)
         this.release()
         watcher.end(lostUpdate)
       }

@@ -156,7 +156,7 @@ export class ClusterStore {
       cluster = new Cluster(clusterId, this.releaseWatch)
       this.clusters.set(clusterId, cluster)
     }
-    cluster.watchers.add(sink)
+    cluster.addWatcher(sink)
     this.watches++
     return { revision: cluster.revision, affiliates: cluster.views() }
   }
@@ -164,7 +164,7 @@ export class ClusterStore {
   /** Ends a watch registered by `subscribe` (its slot may already be free if it was cut off). */
   unsubscribe(clusterId: string, sink: WatchSink): void {
     const cluster = this.clusters.get(clusterId)
-    if (cluster === undefined || !cluster.watchers.delete(sink)) return
+    if (cluster === undefined || !cluster.removeWatcher(sink)) return
     this.watches--
     this.dropIfEmpty(cluster)
   }
