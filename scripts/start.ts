@@ -13,8 +13,10 @@
 import { enableCompileCache } from "node:module"
 import { resolve } from "node:path"
 import { pathToFileURL } from "node:url"
+import { tuneHeap } from "../src/cli/heapTuning.ts"
 import { ensureBundle, root } from "./bundle.ts"
 
+tuneHeap()
 enableCompileCache()
 
 const sources = resolve(root, "src/cli/program.ts")
