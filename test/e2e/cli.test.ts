@@ -96,7 +96,14 @@ const failure = (promise: Promise<unknown>): Promise<grpc.ServiceError> =>
     (error: grpc.ServiceError) => error
   )
 
-describe("discovery-service command", () => {
+/**
+ * Each case starts one to three service processes; a cold start (no compile
+ * cache yet, as in a fresh clone) on a loaded 2-core machine can take
+ * seconds, so the default 5 s is too tight.
+ */
+const processTimeout = 30_000
+
+describe("discovery-service command", { timeout: processTimeout }, () => {
   let server: Started
   let client: grpc.Client
 
@@ -183,7 +190,7 @@ const ttls = (path: string): Map<string, number> => {
   return result
 }
 
-describe("discovery-service operations", () => {
+describe("discovery-service operations", { timeout: processTimeout }, () => {
   it("serves the landing page, stats, metrics and readiness next to gRPC", async () => {
     const server = await start(["--addr", "127.0.0.1:0"], join(scratch, "ops.binpb"))
     try {
@@ -254,7 +261,7 @@ describe("discovery-service operations", () => {
   })
 })
 
-describe("discovery-service shutdown", () => {
+describe("discovery-service shutdown", { timeout: processTimeout }, () => {
   it("exits at once on a second signal while the first one's graceful stop is under way", async () => {
     const path = join(scratch, "signals.binpb")
     const server = await start(["--addr", "127.0.0.1:0"], path)
@@ -302,7 +309,7 @@ describe("discovery-service shutdown", () => {
   })
 })
 
-describe("discovery-service flags", () => {
+describe("discovery-service flags", { timeout: processTimeout }, () => {
   const run = async (args: ReadonlyArray<string>) => {
     const child = spawn(process.execPath, ["src/cli/main.ts", ...args], { cwd: root })
     let output = ""
