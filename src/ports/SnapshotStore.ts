@@ -20,6 +20,30 @@ export class SnapshotStoreError extends Schema.TaggedError<SnapshotStoreError>()
 }) {}
 
 /**
+ * A snapshot made piece by piece: called once with `emit`, it hands over the
+ * snapshot's bytes in order, synchronously, in one step. Each piece belongs to
+ * the store once emitted.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type SnapshotWriter = (emit: (piece: Uint8Array) => void) => void
+
+/**
+ * The pieces of a snapshot, in order: the bytes themselves, or what the writer
+ * emits when called now.
+ *
+ * @category utils
+ * @since 0.1.0
+ */
+export const snapshotPieces = (snapshot: Uint8Array | SnapshotWriter): Array<Uint8Array> => {
+  if (snapshot instanceof Uint8Array) return [snapshot]
+  const pieces: Array<Uint8Array> = []
+  snapshot((piece) => pieces.push(piece))
+  return pieces
+}
+
+/**
  * Loads and saves the snapshot as bytes.
  *
  * @category services
@@ -37,13 +61,13 @@ export class SnapshotStore extends Context.Service<
      */
     readonly load: Effect.Effect<Option.Option<Uint8Array>, SnapshotStoreError>
     /**
-     * Replaces the snapshot with these bytes, all or nothing: when the save
-     * fails or is interrupted, the previous snapshot stays as it was. Empty
-     * bytes are a valid snapshot (no clusters). The store must not keep the
-     * bytes once the save succeeded (copy them if it needs them): the caller
-     * may then detach their buffer.
+     * Replaces the snapshot with these bytes, or with what the writer emits,
+     * all or nothing: when the save fails or is interrupted, the previous
+     * snapshot stays as it was. Empty bytes are a valid snapshot (no
+     * clusters). A writer is called exactly once; the store may start writing
+     * each piece while the writer makes the next.
      */
-    readonly save: (bytes: Uint8Array) => Effect.Effect<void, SnapshotStoreError>
+    readonly save: (snapshot: Uint8Array | SnapshotWriter) => Effect.Effect<void, SnapshotStoreError>
     /**
      * Moves the current snapshot out of the way (it was found damaged or
      * unreadable) so that the next save does not destroy it. Returns where it
@@ -76,9 +100,16 @@ export const makeMemorySnapshotStore = (
     return SnapshotStore.of({
       location: "memory",
       load: Effect.sync(() => Option.fromUndefinedOr(current?.slice())),
-      save: (bytes) =>
+      save: (snapshot) =>
         Effect.sync(() => {
-          current = bytes.slice()
+          const pieces = snapshotPieces(snapshot)
+          const bytes = new Uint8Array(pieces.reduce((size, piece) => size + piece.length, 0))
+          let offset = 0
+          for (const piece of pieces) {
+            bytes.set(piece, offset)
+            offset += piece.length
+          }
+          current = bytes
         }),
       moveAside: Effect.sync(() => {
         if (current === undefined) return Option.none()

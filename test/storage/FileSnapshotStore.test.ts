@@ -35,9 +35,9 @@ const failingAt = (step: Step): FileSystemOps => {
   const real = FileSnapshotStore.nodeFileSystem
   const boom = () => Object.assign(new Error(`injected ${step} failure`), { code: "EIO" })
   const wrap = (handle: FileHandleOps): FileHandleOps => ({
-    write: async (buffer, offset, length) => {
-      if (step !== "write") return handle.write(buffer, offset, length)
-      await handle.write(buffer, offset, Math.floor(length / 2))
+    write: async (buffer, offset, length, position) => {
+      if (step !== "write") return handle.write(buffer, offset, length, position)
+      await handle.write(buffer, offset, Math.floor(length / 2), position)
       throw boom()
     },
     sync: () => (step === "sync" ? Promise.reject(boom()) : handle.sync()),
@@ -111,6 +111,52 @@ describe("FileSnapshotStore", () => {
       })
     )
   }
+
+  it.effect("writes a snapshot emitted in pieces, in order, while it is being made", () =>
+    Effect.gen(function* () {
+      const dir = newDir()
+      const path = join(dir, "state.binpb")
+      const store = yield* FileSnapshotStore.make({ path })
+      const pieces = Array.from({ length: 40 }, (_, i) => new Uint8Array(1000 + i).fill(i))
+      yield* store.save((emit) => {
+        for (const piece of pieces) emit(piece)
+      })
+      const expected = new Uint8Array(pieces.reduce((size, piece) => size + piece.length, 0))
+      pieces.reduce((offset, piece) => {
+        expected.set(piece, offset)
+        return offset + piece.length
+      }, 0)
+      assert.deepStrictEqual(new Uint8Array(readFileSync(path)), expected)
+      assert.deepStrictEqual(readdirSync(dir), ["state.binpb"])
+    })
+  )
+
+  it.effect("keeps the previous file intact when a piece fails to write or the writer throws", () =>
+    Effect.gen(function* () {
+      const dir = newDir()
+      const path = join(dir, "state.binpb")
+      yield* (yield* FileSnapshotStore.make({ path })).save(stateA)
+      const failing = yield* FileSnapshotStore.make({ path, fileSystem: failingAt("write") })
+      const failedWrite = yield* Effect.exit(
+        failing.save((emit) => {
+          emit(stateB)
+          emit(stateB)
+        })
+      )
+      assert.isTrue(Exit.isFailure(failedWrite))
+      const store = yield* FileSnapshotStore.make({ path })
+      const thrown = yield* Effect.exit(
+        store.save((emit) => {
+          emit(stateB)
+          throw new Error("writer broke")
+        })
+      )
+      assert.isTrue(Exit.isFailure(thrown))
+      assert.include(String(Exit.isFailure(thrown) && Exit.findErrorOption(thrown)), "writer broke")
+      assert.deepStrictEqual(new Uint8Array(readFileSync(path)), stateA)
+      assert.deepStrictEqual(readdirSync(dir), ["state.binpb"])
+    })
+  )
 
   it.effect("moves a file aside under a timestamped name, never over an earlier one", () =>
     Effect.gen(function* () {

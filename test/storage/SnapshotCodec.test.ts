@@ -5,7 +5,7 @@ import { TestClock } from "effect/testing"
 import fc from "fast-check"
 import { ClusterState } from "../../src/core/server/ClusterState.ts"
 import type { ClusterEntry } from "../../src/core/server/SnapshotCodec.ts"
-import { decode, encode, maxClusterSize } from "../../src/core/server/SnapshotCodec.ts"
+import { decode, encode, encodeTo, maxClusterSize } from "../../src/core/server/SnapshotCodec.ts"
 import { AffiliateSnapshotSchema, StateSnapshotSchema } from "../../src/gen/discovery/storage/discovery_pb.ts"
 import {
   affiliateEntry,
@@ -137,6 +137,36 @@ describe("SnapshotCodec", () => {
     it("writes the same bytes as protobuf-es's canonical encoding", () => {
       const encoded = encode(hundredClusters(), now).bytes
       assert.deepStrictEqual(toBinary(StateSnapshotSchema, fromBinary(StateSnapshotSchema, encoded)), encoded)
+    })
+
+    it("emits the same bytes in pieces of whole cluster records, a large record in a piece of its own", () => {
+      const clusters = [
+        ...hundredClusters(),
+        clusterEntry("large", [affiliateEntry("a", new Uint8Array(5000).fill(7), 60)])
+      ]
+      const whole = encode(clusters, now)
+      for (const pieceBytes of [1, 64, 1000, 4096, Number.POSITIVE_INFINITY]) {
+        const pieces: Array<Uint8Array> = []
+        const contents = encodeTo(clusters, now, (piece) => pieces.push(piece), pieceBytes)
+        const joined = new Uint8Array(pieces.reduce((size, piece) => size + piece.length, 0))
+        let offset = 0
+        for (const piece of pieces) {
+          joined.set(piece, offset)
+          offset += piece.length
+          // Each piece is a run of whole records: it decodes on its own with nothing skipped.
+          assert.deepStrictEqual(decode(piece, now).skipped, [])
+        }
+        assert.deepStrictEqual(joined, whole.bytes, `pieces of ${pieceBytes} bytes`)
+        assert.deepStrictEqual(
+          [contents.clusters, contents.affiliates, contents.endpoints, contents.size],
+          [whole.clusters, whole.affiliates, whole.endpoints, whole.bytes.length]
+        )
+        if (pieceBytes === 4096) assert.isAbove(pieces.length, 1)
+      }
+      assert.deepStrictEqual(
+        encodeTo([], now, () => assert.fail("nothing to emit")),
+        { clusters: 0, affiliates: 0, endpoints: 0, oversized: [], size: 0 }
+      )
     })
 
     it("leaves out a cluster whose record would exceed the limit", () => {

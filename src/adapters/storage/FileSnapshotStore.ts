@@ -12,6 +12,7 @@ import * as fs from "node:fs/promises"
 import { homedir } from "node:os"
 import { dirname, join } from "node:path"
 import { Clock, Effect, Layer, Option, Semaphore } from "effect"
+import type { SnapshotWriter } from "../../ports/SnapshotStore.ts"
 import { SnapshotStore, SnapshotStoreError } from "../../ports/SnapshotStore.ts"
 
 /**
@@ -21,7 +22,13 @@ import { SnapshotStore, SnapshotStoreError } from "../../ports/SnapshotStore.ts"
  * @since 0.1.0
  */
 export interface FileHandleOps {
-  write(buffer: Uint8Array, offset: number, length: number): Promise<{ readonly bytesWritten: number }>
+  /** Writes at `position`, or at the file's current position when it is `null`. */
+  write(
+    buffer: Uint8Array,
+    offset: number,
+    length: number,
+    position: number | null
+  ): Promise<{ readonly bytesWritten: number }>
   sync(): Promise<void>
   close(): Promise<void>
 }
@@ -127,7 +134,7 @@ export const defaultPath = (
 }
 
 /** Largest single write call, so one huge snapshot is written in steps. */
-const chunkSize = 1 << 20
+const chunkSize = 16 << 20
 
 const errorCode = (error: unknown): string | undefined =>
   typeof error === "object" && error !== null && "code" in error ? String(error.code) : undefined
@@ -157,12 +164,35 @@ export const make = (options: FileStoreOptions = {}) =>
     // A temporary file left by a crash mid-save is never the good state: remove it now.
     yield* Effect.promise(() => files.unlink(temporary).catch(() => undefined))
 
-    const writeAll = async (handle: FileHandleOps, bytes: Uint8Array) => {
+    /** Writes `bytes` at `position` of the file, `chunkSize` bytes per call at most. */
+    const writeAll = async (handle: FileHandleOps, bytes: Uint8Array, position: number) => {
       let offset = 0
       while (offset < bytes.length) {
-        const { bytesWritten } = await handle.write(bytes, offset, Math.min(chunkSize, bytes.length - offset))
-        if (bytesWritten <= 0) throw new Error(`write made no progress at byte ${offset}`)
+        const length = Math.min(chunkSize, bytes.length - offset)
+        const { bytesWritten } = await handle.write(bytes, offset, length, position + offset)
+        if (bytesWritten <= 0) throw new Error(`write made no progress at byte ${position + offset}`)
         offset += bytesWritten
+      }
+    }
+
+    /**
+     * Writes the snapshot from the start of the file. A writer's pieces are
+     * written as it emits them, each at its own position, so the file system
+     * works on one piece while the writer encodes the next; every write has
+     * ended when this returns or throws.
+     */
+    const writeSnapshot = async (handle: FileHandleOps, snapshot: Uint8Array | SnapshotWriter) => {
+      if (snapshot instanceof Uint8Array) return writeAll(handle, snapshot, 0)
+      const writes: Array<Promise<void>> = []
+      let position = 0
+      try {
+        snapshot((piece) => {
+          writes.push(writeAll(handle, piece, position))
+          position += piece.length
+        })
+      } finally {
+        const failed = (await Promise.allSettled(writes)).find((result) => result.status === "rejected")
+        if (failed !== undefined) throw failed.reason
       }
     }
 
@@ -183,12 +213,12 @@ export const make = (options: FileStoreOptions = {}) =>
       }
     }
 
-    const writeAtomically = async (bytes: Uint8Array) => {
+    const writeAtomically = async (snapshot: Uint8Array | SnapshotWriter) => {
       await files.mkdir(directory, { recursive: true, mode: 0o755 })
       const handle = await files.open(temporary, "w", 0o666)
       try {
         try {
-          await writeAll(handle, bytes)
+          await writeSnapshot(handle, snapshot)
           await handle.sync()
         } finally {
           await handle.close()
@@ -201,9 +231,9 @@ export const make = (options: FileStoreOptions = {}) =>
       await syncDirectory()
     }
 
-    const save = (bytes: Uint8Array) =>
+    const save = (snapshot: Uint8Array | SnapshotWriter) =>
       Effect.tryPromise({
-        try: () => writeAtomically(bytes),
+        try: () => writeAtomically(snapshot),
         catch: (error) => new SnapshotStoreError({ operation: "save", message: `save ${path}: ${describe(error)}` })
       }).pipe(
         // Not interruptible: an abandoned write could otherwise still rename

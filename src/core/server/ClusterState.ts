@@ -21,7 +21,7 @@ import { shuttingDownMessage, Unavailable } from "../../ports/DiscoveryError.ts"
 import type { GcReport, StoreCaps, StoreStats } from "./ClusterStore.ts"
 import { ClusterStore, defaultCaps } from "./ClusterStore.ts"
 import { Limits } from "./limits.ts"
-import type { EncodedSnapshot, SkippedRange } from "./SnapshotCodec.ts"
+import type { EncodedSnapshot, SkippedRange, SnapshotContents } from "./SnapshotCodec.ts"
 import * as SnapshotCodec from "./SnapshotCodec.ts"
 import { validateAffiliateIds, validateClusterId, validateUpdate } from "./validation.ts"
 
@@ -77,6 +77,12 @@ export class ClusterState extends Context.Service<
     readonly stats: Effect.Effect<StoreStats>
     /** The whole state as snapshot bytes, TTLs measured from the clock's now, in one consistent step. */
     readonly exportSnapshot: Effect.Effect<EncodedSnapshot>
+    /**
+     * The whole state as a snapshot written in pieces (see `SnapshotCodec.encodeTo`):
+     * TTLs are measured from the clock's now when this runs; the writer encodes the
+     * state as it is when called, in one consistent step, and returns what it wrote.
+     */
+    readonly snapshotWriter: Effect.Effect<(emit: (piece: Uint8Array) => void) => SnapshotContents>
     /** Adds the clusters of a snapshot; never fails, damaged parts are reported in `skipped`. */
     readonly importSnapshot: (bytes: Uint8Array) => Effect.Effect<SnapshotImport>
   }
@@ -160,6 +166,12 @@ export const make = Effect.fnUntraced(function* (caps: StoreCaps) {
     stats: Effect.sync(() => store.stats()),
     exportSnapshot: Clock.clockWith((clock) =>
       Effect.sync(() => SnapshotCodec.encode(store.clusters.values(), clock.currentTimeMillisUnsafe()))
+    ),
+    snapshotWriter: Clock.clockWith((clock) =>
+      Effect.sync(() => {
+        const now = clock.currentTimeMillisUnsafe()
+        return (emit: (piece: Uint8Array) => void) => SnapshotCodec.encodeTo(store.clusters.values(), now, emit)
+      })
     ),
     importSnapshot: (bytes) =>
       Clock.clockWith((clock) => Effect.sync(() => importSnapshot(store, bytes, clock.currentTimeMillisUnsafe())))

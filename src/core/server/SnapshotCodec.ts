@@ -144,10 +144,34 @@ const endpointSize = (length: number, expiresAt: number, now: number): number =>
   (length > 0 ? fieldSize(length) : 0) + fieldSize(durationSize(ttlSeconds(expiresAt, now)))
 
 class Writer {
-  readonly bytes: Uint8Array
+  bytes: Uint8Array
   pos = 0
-  constructor(size: number) {
-    this.bytes = new Uint8Array(size)
+  /** Bytes handed to `emit` so far. */
+  private emitted = 0
+  private readonly total: number
+  private readonly pieceBytes: number
+  private readonly emit: (piece: Uint8Array) => void
+  /** Writes `total` bytes in buffers of `pieceBytes` (more for a record that needs it), each handed to `emit` when full. */
+  constructor(total: number, pieceBytes: number, emit: (piece: Uint8Array) => void) {
+    this.bytes = new Uint8Array(Math.min(total, pieceBytes))
+    this.total = total
+    this.pieceBytes = pieceBytes
+    this.emit = emit
+  }
+
+  /** Makes room for a record of `size` bytes: when the buffer cannot hold it, the buffer is emitted and a new one started. */
+  room(size: number): void {
+    if (this.pos + size <= this.bytes.length) return
+    this.flush()
+    this.bytes = new Uint8Array(Math.min(Math.max(size, this.pieceBytes), this.total - this.emitted))
+  }
+
+  /** Emits what the buffer holds. */
+  flush(): void {
+    if (this.pos === 0) return
+    this.emit(this.pos === this.bytes.length ? this.bytes : this.bytes.subarray(0, this.pos))
+    this.emitted += this.pos
+    this.pos = 0
   }
 
   byte(value: number): void {
@@ -245,6 +269,29 @@ class Writer {
 }
 
 /**
+ * What a snapshot holds, and its size in bytes.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface SnapshotContents {
+  readonly clusters: number
+  readonly affiliates: number
+  readonly endpoints: number
+  /** IDs of clusters left out because their record would exceed {@link maxClusterSize}. */
+  readonly oversized: ReadonlyArray<string>
+  readonly size: number
+}
+
+/**
+ * The size of the pieces `encodeTo` emits by default: 8 MiB.
+ *
+ * @category encoding
+ * @since 0.1.0
+ */
+export const defaultPieceBytes = 8 * 1024 * 1024
+
+/**
  * Encodes clusters as the snapshot file, with every TTL measured from `now`
  * (ms since the epoch). Runs in one synchronous step, so the snapshot is
  * consistent across all clusters. Clusters with no affiliates are written as
@@ -254,6 +301,39 @@ class Writer {
  * @since 0.1.0
  */
 export const encode = (clusters: Iterable<ClusterEntry>, now: number): EncodedSnapshot => {
+  let bytes: Uint8Array = new Uint8Array(0)
+  const contents = encodeTo(
+    clusters,
+    now,
+    (piece) => {
+      bytes = piece
+    },
+    Number.POSITIVE_INFINITY
+  )
+  return {
+    bytes,
+    clusters: contents.clusters,
+    affiliates: contents.affiliates,
+    endpoints: contents.endpoints,
+    oversized: contents.oversized
+  }
+}
+
+/**
+ * `encode`, handing the bytes to `emit` in pieces of about `pieceBytes`
+ * (whole cluster records; a record larger than that is one piece of its own)
+ * as they are written, so a store can write each piece while the next is
+ * encoded. Still one synchronous step; each piece is a new buffer.
+ *
+ * @category encoding
+ * @since 0.1.0
+ */
+export const encodeTo = (
+  clusters: Iterable<ClusterEntry>,
+  now: number,
+  emit: (piece: Uint8Array) => void,
+  pieceBytes: number = defaultPieceBytes
+): SnapshotContents => {
   const list: ReadonlyArray<ClusterEntry> = Array.isArray(clusters) ? clusters : Array.from(clusters)
   // Pass 1: the body size and ID length of every cluster and affiliate
   // message, in the order pass 2 writes them (a cluster, then its
@@ -310,7 +390,7 @@ export const encode = (clusters: Iterable<ClusterEntry>, now: number): EncodedSn
   }
 
   // Pass 2: write.
-  const out = new Writer(total)
+  const out = new Writer(total, pieceBytes, emit)
   slot = 0
   let next = 0
   for (const cluster of list) {
@@ -320,6 +400,7 @@ export const encode = (clusters: Iterable<ClusterEntry>, now: number): EncodedSn
       for (const entry of cluster.affiliates.values()) if (!(entry instanceof Affiliate)) next++
       continue
     }
+    out.room(fieldSize(clusterSize))
     out.byte(0x0a)
     out.varint(clusterSize)
     const idLength = idLengths[slot++]!
@@ -344,13 +425,8 @@ export const encode = (clusters: Iterable<ClusterEntry>, now: number): EncodedSn
       out.duration(0x2a, ttlSeconds(layout[0]!, now))
     }
   }
-  return {
-    bytes: out.bytes,
-    clusters: clusterCount,
-    affiliates: affiliateCount,
-    endpoints: endpointCount,
-    oversized
-  }
+  out.flush()
+  return { clusters: clusterCount, affiliates: affiliateCount, endpoints: endpointCount, oversized, size: total }
 }
 
 /** A structural problem inside one record; the record is skipped. */

@@ -13,10 +13,9 @@
  */
 import type { Duration as DurationT } from "effect"
 import { Cause, Context, Duration, Effect, Exit, Fiber, Layer, Metric, Option, Schedule, Semaphore } from "effect"
-import type { SnapshotStoreError } from "../../ports/SnapshotStore.ts"
-import { SnapshotStore } from "../../ports/SnapshotStore.ts"
+import { SnapshotStore, SnapshotStoreError } from "../../ports/SnapshotStore.ts"
 import { ClusterState } from "./ClusterState.ts"
-import type { SkippedRange } from "./SnapshotCodec.ts"
+import type { SkippedRange, SnapshotContents } from "./SnapshotCodec.ts"
 
 /**
  * How the snapshot layer behaves; every field has a default.
@@ -228,11 +227,10 @@ const moveAside = (store: Context.Service.Shape<typeof SnapshotStore>) =>
   )
 
 /**
- * Frees a snapshot's memory now (it can be hundreds of MB) rather than at
- * some later full garbage collection, once nothing needs the bytes: a loaded
- * snapshot after its import (the store handed the bytes over and the state
- * holds copies), a saved one after the store finished writing it (the store
- * keeps no reference). The buffer is detached only when it is the bytes' alone.
+ * Frees a loaded snapshot's memory now (it can be hundreds of MB) rather than
+ * at some later full garbage collection: the store handed the bytes over, and
+ * the imported state holds copies, so their buffer is detached when it is the
+ * bytes' alone.
  */
 const release = (bytes: Uint8Array): void => {
   const buffer = bytes.buffer
@@ -319,16 +317,28 @@ const saveWith = (
 ): Effect.Effect<SnapshotStats, SnapshotStoreError> =>
   Effect.gen(function* () {
     const [duration, encoded] = yield* Effect.timed(
-      Effect.flatMap(state.exportSnapshot, (encoded) => Effect.as(store.save(encoded.bytes), encoded))
+      Effect.flatMap(state.snapshotWriter, (write) => {
+        let written: SnapshotContents | undefined
+        return Effect.flatMap(
+          store.save((emit) => {
+            written = write(emit)
+          }),
+          () =>
+            written === undefined
+              ? Effect.fail(
+                  new SnapshotStoreError({ operation: "save", message: "the store did not write the snapshot" })
+                )
+              : Effect.succeed(written)
+        )
+      })
     ).pipe(Effect.tapError(() => countOperation("save", "error")))
     const stats: SnapshotStats = {
       clusters: encoded.clusters,
       affiliates: encoded.affiliates,
       endpoints: encoded.endpoints,
-      sizeBytes: encoded.bytes.length,
+      sizeBytes: encoded.size,
       duration
     }
-    release(encoded.bytes)
     yield* countOperation("save", "success")
     yield* recordStats("save", stats)
     yield* Effect.logInfo("state saved").pipe(Effect.annotateLogs(statsFields(stats)))
