@@ -185,15 +185,18 @@ export const make = (options: FileStoreOptions = {}) =>
       if (snapshot instanceof Uint8Array) return writeAll(handle, snapshot, 0)
       const writes: Array<Promise<void>> = []
       let position = 0
+      let writerFailure: { readonly error: unknown } | undefined
       try {
         snapshot((piece) => {
           writes.push(writeAll(handle, piece, position))
           position += piece.length
         })
-      } finally {
-        const failed = (await Promise.allSettled(writes)).find((result) => result.status === "rejected")
-        if (failed !== undefined) throw failed.reason
+      } catch (error) {
+        writerFailure = { error }
       }
+      const failed = (await Promise.allSettled(writes)).find((result) => result.status === "rejected")
+      if (writerFailure !== undefined) throw writerFailure.error
+      if (failed !== undefined) throw failed.reason
     }
 
     const syncDirectory = async () => {
