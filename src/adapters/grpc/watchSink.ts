@@ -5,7 +5,8 @@
  * first watchers' bytes reach the socket while later ones are still being
  * written. A watcher whose call stops draining keeps at most `capacity`
  * unwritten deltas; one more and the core cuts it off, as with the buffered
- * `ClusterApi.watch`.
+ * `ClusterApi.watch`. Deltas that only wait for the fan-out's turn do not
+ * count toward that: a watcher is cut off for its client, not for the server.
  *
  * @since 0.1.0
  */
@@ -25,6 +26,9 @@ export interface WritableCall {
   once(event: "drain", listener: () => void): unknown
 }
 
+/** How many run slots the fan-out's queue may keep before it drops them. */
+const compactAfter = 1024
+
 /**
  * Runs the writes of ready sinks in batches, one batch per turn of the event
  * loop (the transport flushes between turns). The first batch of a burst is
@@ -35,7 +39,7 @@ export interface WritableCall {
  * @since 0.1.0
  */
 export class FanOut {
-  private readonly ready: Array<CallSink> = []
+  private readonly ready: Array<CallSink | undefined> = []
   private head = 0
   private scheduled = false
   private size: number
@@ -58,19 +62,48 @@ export class FanOut {
   }
 
   private readonly run = (): void => {
-    const end = Math.min(this.head + this.size, this.ready.length)
-    while (this.head < end) this.ready[this.head++]!.flush()
-    if (this.head < this.ready.length) {
+    const ready = this.ready
+    const end = Math.min(this.head + this.size, ready.length)
+    while (this.head < end) {
+      const sink = ready[this.head]!
+      ready[this.head++] = undefined
+      sink.flush()
+    }
+    if (this.head < ready.length) {
+      // Under steady load the queue never runs empty: drop the part already run.
+      if (this.head >= compactAfter) {
+        ready.copyWithin(0, this.head)
+        ready.length -= this.head
+        this.head = 0
+      }
       this.size = Math.min(2 * this.size, this.batch)
       setImmediate(this.run)
       return
     }
-    this.ready.length = 0
+    ready.length = 0
     this.head = 0
     this.size = this.first
     this.scheduled = false
   }
+
+  /** Sinks waiting for their turn (for tests and diagnostics). */
+  get waiting(): number {
+    return this.ready.length - this.head
+  }
+
+  /** Slots the queue holds, run or not (for tests and diagnostics). */
+  get slots(): number {
+    return this.ready.length
+  }
 }
+
+/**
+ * The most deltas a sink holds while it only waits for the fan-out's turn.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const waitingMax = 4096
 
 /**
  * The sink of one Watch call. `start` writes the snapshot's messages and lets
@@ -109,9 +142,15 @@ export class CallSink implements WatchSink {
     this.capacity = capacity
   }
 
+  /**
+   * Takes a delta. A sink whose call pushes back holds at most `capacity`
+   * unwritten deltas; one waiting only for the fan-out's turn holds up to
+   * {@link waitingMax}, since the fan-out, not the client, is behind.
+   */
   offer(delta: WatchDelta): boolean {
     if (this.closed) return true
-    if (this.pending.length >= this.capacity) return false
+    const held = this.pending.length
+    if ((this.blocked && held >= this.capacity) || held >= waitingMax) return false
     this.pending.push(delta)
     this.wake()
     return true
@@ -161,7 +200,7 @@ export class CallSink implements WatchSink {
   }
 
   private write(bytes: Uint8Array): void {
-    if (this.call.write(bytes)) return
+    if (this.call.write(bytes) || this.blocked) return
     this.blocked = true
     this.call.once("drain", this.drained)
   }

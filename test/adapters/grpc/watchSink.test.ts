@@ -1,7 +1,7 @@
 import { EventEmitter } from "node:events"
 import { setImmediate as nextTurn } from "node:timers/promises"
 import { assert, describe, it } from "@effect/vitest"
-import { CallSink, FanOut, type WritableCall } from "../../../src/adapters/grpc/watchSink.ts"
+import { CallSink, FanOut, type WritableCall, waitingMax } from "../../../src/adapters/grpc/watchSink.ts"
 import type { WatchDelta } from "../../../src/ports/ClusterApi.ts"
 import { lostUpdateMessage, SubscriptionLost } from "../../../src/ports/DiscoveryError.ts"
 
@@ -62,6 +62,25 @@ describe("CallSink", () => {
     assert.deepStrictEqual(call.written, [0, 1, 2])
   })
 
+  it("adds one drain listener however many snapshot messages the call refuses", () => {
+    const call = new FakeCall(1)
+    const { sink } = sinkOn(call)
+    sink.start(Array.from({ length: 20 }, (_, i) => Uint8Array.of(i)))
+    assert.strictEqual(call.written.length, 20, "the whole snapshot is handed to the call")
+    assert.strictEqual(call.listenerCount("drain"), 1)
+  })
+
+  it("does not count deltas that only wait for the fan-out's turn against the cut-off", () => {
+    const call = new FakeCall()
+    const { sink } = sinkOn(call, new FanOut(), 2)
+    sink.start([])
+    for (let i = 0; i < 100; i++) assert.isTrue(sink.offer(delta(i)), `delta ${i} while not pushed back`)
+    const full = sinkOn(new FakeCall(), new FanOut(), 2).sink
+    full.start([])
+    for (let i = 0; i < waitingMax; i++) full.offer(delta(i))
+    assert.isFalse(full.offer(delta(0)), "but a sink never holds more than waitingMax")
+  })
+
   it("reports its end only after the deltas offered before it are written", async () => {
     const call = new FakeCall(1)
     const { sink } = sinkOn(call)
@@ -112,6 +131,25 @@ describe("FanOut", () => {
       writtenAfter.push(calls.filter((call) => call.written.length > 0).length)
     }
     assert.deepStrictEqual(writtenAfter, [2, 4, 5])
+  })
+
+  it("keeps 1000 watchers that read everything under an update every turn, holding a bounded queue", async () => {
+    const fanOut = new FanOut()
+    const calls = Array.from({ length: 1000 }, () => new FakeCall())
+    const sinks = calls.map((call) => sinkOn(call, fanOut, 32).sink)
+    for (const sink of sinks) sink.start([])
+    let refused = 0
+    let mostSlots = 0
+    for (let turn = 0; turn < 300; turn++) {
+      for (let n = 0; n < 3; n++) for (const sink of sinks) if (!sink.offer(delta(turn))) refused++
+      await nextTurn()
+      mostSlots = Math.max(mostSlots, fanOut.slots)
+    }
+    assert.strictEqual(refused, 0, "no watcher that keeps up is cut off")
+    assert.isBelow(mostSlots, 1024 + 2 * sinks.length, "run slots are dropped while the queue never empties")
+    for (let turn = 0; turn < 100 && fanOut.waiting > 0; turn++) await nextTurn()
+    assert.strictEqual(fanOut.waiting, 0)
+    assert.isTrue(calls.every((call) => call.written.length === 900))
   })
 
   it("starts a burst with a small batch and doubles it each turn up to the most", async () => {
