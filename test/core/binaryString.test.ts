@@ -69,6 +69,16 @@ describe.each(paths)("binary strings, %s", (_, native) => {
     assert.deepStrictEqual(Array.from(toBytes(builder.finish(), 0, 9)), [250, 251, 252, 253, 254, 255, 0xff, 0x80, 97])
   })
 
+  it("take strings of their own from what was built, keeping it", () => {
+    const builder = new BinaryStringBuilder(16, native)
+    builder.bytes(everyByte, 0, 256)
+    const piece = builder.take(100, 150)
+    assert.deepStrictEqual(Array.from(toBytes(piece, 0, piece.length)), Array.from(everyByte.subarray(100, 150)))
+    assert.strictEqual(builder.take(7, 7), "")
+    assert.strictEqual(builder.size, 256, "take leaves the built chars in place")
+    assert.deepStrictEqual(Array.from(toBytes(builder.finish(), 250, 256)), [250, 251, 252, 253, 254, 255])
+  })
+
   it("write sub-ranges of strings, short and long, as bytes", () => {
     const builder = new BinaryStringBuilder(4096, native)
     builder.bytes(everyByte, 0, 256)

@@ -622,7 +622,7 @@ const expectWireType = (type: number, wanted: number, name: string): void => {
   if (type !== wanted) throw new Malformed(`field ${name} has wire type ${type}, expected ${wanted}`)
 }
 
-/** Bytes of records after which the decoder makes their string, so one huge cluster needs no huge scratch. */
+/** Bytes of records after which the decoder makes their strings, so one huge cluster needs no huge scratch. */
 const flushSize = 1 << 20
 
 /**
@@ -760,14 +760,16 @@ class Decoding {
    * with the same ID, as in the original).
    */
   private flush(into: Map<string, Affiliate>): void {
-    const text = this.builder.finish()
+    const builder = this.builder
+    const size = builder.size
     const pending = this.pending
     for (let i = 0; i < pending; i++) {
-      const start = this.offsets[i]!
-      const end = i + 1 < pending ? this.offsets[i + 1]! : text.length
-      const record = start === 0 && end === text.length ? text : text.substring(start, end)
+      const end = i + 1 < pending ? this.offsets[i + 1]! : size
+      // A string of its own per affiliate: a slice of a shared one would keep all of it alive.
+      const record = builder.take(this.offsets[i]!, end)
       into.set(this.ids[i]!, Affiliate.unsafeMake(this.ids[i]!, record, this.layouts[i]!))
     }
+    builder.reset()
     this.pending = 0
   }
 

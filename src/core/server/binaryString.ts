@@ -100,6 +100,18 @@ export class BinaryStringBuilder {
     this.length = 0
   }
 
+  /**
+   * A string of its own (never a slice of a larger one) holding the chars
+   * `[start, end)` built so far; the builder keeps them.
+   */
+  take(start: number, end: number): string {
+    if (end <= start) return ""
+    const units = this.units
+    return this.native === undefined
+      ? this.decoder.decode(new Uint8Array(units.buffer, 2 * start, 2 * (end - start)))
+      : this.native.slice(units as Uint8Array, start, end)
+  }
+
   /** The string built so far; the builder starts over empty. */
   finish(): string {
     const length = this.length
