@@ -11,6 +11,7 @@
  * @since 0.1.0
  */
 import { enableCompileCache } from "node:module"
+import { existsSync } from "node:fs"
 import { resolve } from "node:path"
 import { pathToFileURL } from "node:url"
 import { tuneHeap } from "../src/cli/heapTuning.ts"
@@ -31,4 +32,12 @@ const entry = async (): Promise<string> => {
   }
 }
 
-await import(pathToFileURL(await entry()).href)
+const chosen = await entry()
+try {
+  await import(pathToFileURL(chosen).href)
+} catch (error) {
+  // A start built from other sources at the same moment may have just replaced the bundle: run the sources.
+  if (chosen === sources || existsSync(chosen)) throw error
+  process.stderr.write("start: the start-up bundle was replaced while starting; running the sources\n")
+  await import(pathToFileURL(sources).href)
+}
