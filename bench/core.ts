@@ -63,25 +63,46 @@ interface Rate {
   readonly perSecond: number
 }
 
+/**
+ * The warm-up and measured window of one row, in real time: `next` is asked
+ * before each batch; it says whether the window is still open and calls
+ * `onStart` once, when the measurement begins.
+ */
+class Window {
+  private readonly measureAt: number
+  private readonly stopAt: number
+  private measuredFrom = Number.NaN
+  constructor() {
+    this.measureAt = performance.now() + warmupMs
+    this.stopAt = this.measureAt + durationMs
+  }
+
+  next(onStart: () => void): boolean {
+    const now = performance.now()
+    if (now >= this.stopAt) return false
+    if (Number.isNaN(this.measuredFrom) && now >= this.measureAt) {
+      this.measuredFrom = now
+      onStart()
+    }
+    return true
+  }
+
+  /** Seconds since the measurement began. */
+  get seconds(): number {
+    return (performance.now() - this.measuredFrom) / 1000
+  }
+}
+
 /** Runs `step` in batches of 256 for warm-up + duration and counts what ran in the measured part. */
 const timed = (step: (i: number) => void): Rate => {
-  const started = performance.now()
-  const measureAt = started + warmupMs
-  const stopAt = measureAt + durationMs
+  const measured = new Window()
   let i = 0
   let counted = 0
-  let measuredFrom = Number.NaN
-  while (i < maxOps) {
-    const now = performance.now()
-    if (now >= stopAt) break
-    if (Number.isNaN(measuredFrom) && now >= measureAt) {
-      measuredFrom = now
-      counted = 0
-    }
+  while (i < maxOps && measured.next(() => (counted = 0))) {
     for (let j = 0; j < 256; j++) step(i++)
     counted += 256
   }
-  const seconds = (performance.now() - measuredFrom) / 1000
+  const seconds = measured.seconds
   return { operations: counted, seconds, perSecond: counted / seconds }
 }
 
@@ -95,23 +116,14 @@ const storeRate = (): Rate => {
 
 const stateRate = Effect.gen(function* () {
   const state = yield* ClusterState
-  const started = performance.now()
-  const measureAt = started + warmupMs
-  const stopAt = measureAt + durationMs
+  const measured = new Window()
   let i = 0
   let counted = 0
-  let measuredFrom = Number.NaN
-  while (i < maxOps) {
-    const now = performance.now()
-    if (now >= stopAt) break
-    if (Number.isNaN(measuredFrom) && now >= measureAt) {
-      measuredFrom = now
-      counted = 0
-    }
+  while (i < maxOps && measured.next(() => (counted = 0))) {
     for (let j = 0; j < 256; j++) yield* state.update(requests[i++ % requests.length]!)
     counted += 256
   }
-  const seconds = (performance.now() - measuredFrom) / 1000
+  const seconds = measured.seconds
   return { operations: counted, seconds, perSecond: counted / seconds } satisfies Rate
 })
 
@@ -152,26 +164,20 @@ const fanOut = Effect.gen(function* () {
     })
   yield* settle(() => snapshots === watcherCount)
 
-  const started = performance.now()
-  const measureAt = started + warmupMs
-  const stopAt = measureAt + durationMs
+  const measured = new Window()
   let seq = 0
-  let measuredFrom = Number.NaN
   let deliveredAtStart = 0
   let updatesAtStart = 0
-  while (seq < maxOps / watcherCount) {
-    const now = performance.now()
-    if (now >= stopAt) break
-    if (Number.isNaN(measuredFrom) && now >= measureAt) {
-      measuredFrom = now
-      deliveredAtStart = delivered
-      updatesAtStart = seq
-    }
+  const start = () => {
+    deliveredAtStart = delivered
+    updatesAtStart = seq
+  }
+  while (seq < maxOps / watcherCount && measured.next(start)) {
     for (let j = 0; j < window; j++) yield* update(++seq)
     const target = seq * watcherCount
     yield* settle(() => delivered === target)
   }
-  const seconds = (performance.now() - measuredFrom) / 1000
+  const seconds = measured.seconds
   yield* Fiber.interruptAll(fibers)
   const operations = delivered - deliveredAtStart
   return {

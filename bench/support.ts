@@ -5,9 +5,11 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import { once } from "node:events"
 import { closeSync, openSync, readFileSync, readSync, statSync } from "node:fs"
-import { createServer } from "node:net"
 import { cpus, release, totalmem } from "node:os"
 import { resolve } from "node:path"
+
+/** A free TCP port on 127.0.0.1 (the interop tests' helper). */
+export { freePort } from "../test/interop/support/processes.ts"
 
 export const root = resolve(import.meta.dirname, "..")
 export const binDir = resolve(root, ".go-cache/bench")
@@ -42,17 +44,6 @@ export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 
 /** Now, in ms since the epoch with sub-millisecond precision. */
 export const epochMs = (): number => performance.timeOrigin + performance.now()
-
-/** A free TCP port on 127.0.0.1. */
-export const freePort = async (): Promise<number> => {
-  const server = createServer()
-  server.listen(0, "127.0.0.1")
-  await once(server, "listening")
-  const address = server.address()
-  server.close()
-  if (address === null || typeof address === "string") throw new Error("no port")
-  return address.port
-}
 
 /** Waits for a child to exit, at most `ms`; true when it did. */
 export const exited = async (child: ChildProcess, ms: number): Promise<boolean> => {
