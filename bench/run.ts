@@ -102,7 +102,7 @@ const notes = [
     "address far below that and its limiter never delays a call. Ours runs with --rate-limit-rps=0.",
   "Both servers run as shipped otherwise: request log on (one line per call, written to a file), metrics " +
     "collected, landing and metrics ports off, plaintext h2c on 127.0.0.1. Ours: `npm start`'s command " +
-    `(node scripts/start.ts: the start-up bundle, built before the run as the Go binaries are) on ` +
+    `(node scripts/start.mjs: the start-up bundle, built before the run as the Go binaries are) on ` +
     `Node ${process.version}; the original: its own binary, GOMAXPROCS = all cores.`,
   `AffiliateUpdate rows: each caller is its own connection and its own cluster of 5 affiliates, updated in turn ` +
     `with ${256} bytes of data that change on every call and two 32-byte endpoints, TTL 30 min. Calls/s are ` +
@@ -156,7 +156,7 @@ const spawnServer = async (impl: Impl, name: string, settings: ServerSettings = 
   ]
   const [command, args] =
     impl === "ours"
-      ? [process.execPath, ["scripts/start.ts", ...common("--"), "--rate-limit-rps=0"]]
+      ? [process.execPath, ["scripts/start.mjs", ...common("--"), "--rate-limit-rps=0"]]
       : [original, common("-")]
   const spawnedAt = epochMs()
   const child = track(spawn(command, args, { cwd: root, stdio: ["ignore", log, log] }))

@@ -6,20 +6,24 @@
  *
  *   npm exec -- node bench/startup.ts [--repeat N] [--only bench,start,help]
  *
- * Variants: `bench` is the bench's command (`node src/cli/main.ts …`), `start`
- * is `npm start -- …` (npm's own start-up included), `help` is
- * `node src/cli/main.ts --help`, `start-http` is `start` with the landing
- * page and the metrics endpoint on. `--roots DIR,DIR` runs every variant in each
+ * Variants: `bench` is the bench's command (`node scripts/start.ts …`, the
+ * start-up bundle), `start` is `npm start -- …` (npm's own start-up included),
+ * `help` is `node scripts/start.ts --help`, `start-http` is `start` with the
+ * landing page and the metrics endpoint on, and `restart` (with `--snapshot
+ * FILE`) is `bench` on a fresh copy of FILE with snapshots on, killed once
+ * ready so that it never saves. `--roots DIR,DIR` runs every variant in each
  * checkout given (for example an unchanged copy made with `git archive HEAD`),
  * interleaved, to compare them on an equally busy machine; `--entries
- * FILE,FILE` runs the `bench` and `help` variants with those entry files
- * instead of `src/cli/main.ts` (a bundle, say), and `--env K=V,K=V` sets
- * variables for every child (`NODE_COMPILE_CACHE=…`). Needs the Go
- * generator built by `npm run bench` (`.go-cache/bench/loadgen`).
+ * FILE,FILE` runs the `bench`, `help` and `restart` variants with those entry
+ * files instead of `scripts/start.ts` (`scripts/start.mjs`, or
+ * `src/cli/main.ts` for the sources, say), and `--env K=V,K=V` sets variables
+ * for every child (`NODE_COMPILE_CACHE=…`). Needs the Go generator built by
+ * `npm run bench` (`.go-cache/bench/loadgen`).
  */
 import { execFileSync, spawn } from "node:child_process"
-import { existsSync } from "node:fs"
-import { resolve } from "node:path"
+import { copyFileSync, existsSync, mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join, resolve } from "node:path"
 import { binDir, epochMs, freePort, root, stop, track } from "./support.ts"
 
 const argv = process.argv.slice(2)
@@ -34,7 +38,7 @@ const only = option("only", "bench,start,help").split(",")
 const roots = option("roots", root)
   .split(",")
   .map((dir) => resolve(dir))
-const entries = option("entries", "src/cli/main.ts").split(",")
+const entries = option("entries", "scripts/start.ts").split(",")
 const env = {
   ...process.env,
   ...Object.fromEntries(
@@ -44,6 +48,7 @@ const env = {
       .map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)])
   )
 }
+const snapshot = option("snapshot", "")
 const loadgen = resolve(binDir, "loadgen")
 if (!existsSync(loadgen)) throw new Error(`${loadgen} is missing: run \`npm run bench -- --only core\` once`)
 
@@ -55,8 +60,13 @@ const serviceFlags = (address: string) => [
   "--rate-limit-rps=0"
 ]
 
-/** Spawn → Hello OK, in ms. */
-const ready = async (cwd: string, command: string, args: (address: string) => Array<string>): Promise<number> => {
+/** Spawn → Hello OK, in ms; the process is stopped with `signal` afterwards. */
+const ready = async (
+  cwd: string,
+  command: string,
+  args: (address: string) => Array<string>,
+  signal: NodeJS.Signals = "SIGTERM"
+): Promise<number> => {
   const address = `127.0.0.1:${await freePort()}`
   const spawnedAt = epochMs()
   const child = track(spawn(command, args(address), { cwd, env, stdio: "ignore", detached: true }))
@@ -75,10 +85,10 @@ const ready = async (cwd: string, command: string, args: (address: string) => Ar
     // npm start runs the service in a child of its own: signal the whole group we created.
     if (child.pid !== undefined) {
       try {
-        process.kill(-child.pid, "SIGTERM")
+        process.kill(-child.pid, signal)
       } catch {}
     }
-    await stop(child, "SIGTERM", 5000)
+    await stop(child, signal, 5000)
   }
 }
 
@@ -100,10 +110,29 @@ const variants: Record<string, (cwd: string) => Promise<number>> = {
   start: (cwd) => ready(cwd, "npm", (address) => ["start", "--silent", "--", ...serviceFlags(address)]),
   "start-http": (cwd) => ready(cwd, "npm", (address) => ["start", "--silent", "--", ...httpFlags(address)])
 }
+/** `bench` restarting from a copy of the `--snapshot` file, made before the spawn and removed after the run. */
+const restart = async (cwd: string, entry: string): Promise<number> => {
+  const dir = mkdtempSync(join(tmpdir(), "startup-snapshot-"))
+  try {
+    const path = join(dir, "state.binpb")
+    copyFileSync(snapshot, path)
+    const flags = (address: string) => [
+      ...serviceFlags(address).filter((flag) => !flag.startsWith("--snapshots-enabled")),
+      "--snapshots-enabled=true",
+      `--snapshot-path=${path}`,
+      "--snapshot-interval=1h"
+    ]
+    return await ready(cwd, process.execPath, (address) => [entry, ...flags(address)], "SIGKILL")
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
 for (const entry of entries) {
   const suffix = entries.length === 1 ? "" : ` ${entry}`
   variants[`bench${suffix}`] = (cwd) => ready(cwd, process.execPath, (address) => [entry, ...serviceFlags(address)])
   variants[`help${suffix}`] = async (cwd) => help(cwd, entry)
+  if (snapshot !== "") variants[`restart${suffix}`] = (cwd) => restart(cwd, entry)
 }
 
 const median = (xs: ReadonlyArray<number>) => {

@@ -1,61 +1,31 @@
 /**
  * The start-up bundle: `src/cli/program.ts` and everything it imports, in one
- * ES module built by rolldown (installed with vitest). Node then reads one
+ * CommonJS file built by rolldown (installed with vitest). Node then reads one
  * file instead of resolving, reading and compiling some 500 modules, which
- * roughly halves the time from spawn to the first answered call.
+ * roughly halves the time from spawn to the first answered call. It is
+ * CommonJS because, when an ES module imports a built-in such as `node:http`,
+ * Node reads every export of it, and the lazy getters among them load undici,
+ * web crypto, web streams and worker threads: about 10 ms of each start.
  *
  * The bundle is a cache, not a build product: it lives in
  * `node_modules/.cache/talos-discovery/`, named after a hash of its inputs
- * (the sources, the lockfiles and this script), so any change to them, however
- * it was made, leads `scripts/start.ts` to build a new one. Packages that read
- * files next to their own code at run time stay outside it.
+ * (the sources, the lockfiles and the scripts that build it: see
+ * `launch.mjs`), so any change to them, however it was made, leads
+ * `scripts/start.mjs` to build a new one.
  *
  * Run `node scripts/bundle.ts` to build it now.
  *
  * @since 0.1.0
  */
-import { createHash, type Hash } from "node:crypto"
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from "node:fs"
-import { basename, dirname, join, relative, resolve } from "node:path"
-
-/** The repository root. */
-export const root: string = resolve(import.meta.dirname, "..")
-
-/** Where bundles are written. */
-const cacheDir = resolve(root, "node_modules/.cache/talos-discovery")
-
-/** Packages kept outside the bundle: they load `.proto` files relative to `__dirname`. */
-const external = ["grpc-health-check", "@grpc/reflection"]
-
-/** Files and folders whose content the bundle depends on. */
-const inputs = ["src", "package.json", "package-lock.json", "node_modules/.package-lock.json", "scripts/bundle.ts"]
-
-const hashTree = (hash: Hash, path: string): void => {
-  const stat = statSync(path, { throwIfNoEntry: false })
-  if (stat === undefined) return
-  hash.update(`\0${relative(root, path)}\0`)
-  if (!stat.isDirectory()) {
-    hash.update(readFileSync(path))
-    return
-  }
-  for (const entry of readdirSync(path).sort()) hashTree(hash, join(path, entry))
-}
-
-/**
- * The bundle for the sources as they are now (a few ms: reads every source
- * file); it exists when `build` already made it.
- */
-export const bundlePath = (): string => {
-  const hash = createHash("sha256")
-  for (const input of inputs) hashTree(hash, resolve(root, input))
-  return join(cacheDir, `discovery-service-${hash.digest("hex").slice(0, 16)}.mjs`)
-}
+import { mkdirSync, readdirSync, renameSync, rmSync } from "node:fs"
+import { basename, dirname, join, resolve } from "node:path"
+import { bundlePath, root } from "./launch.mjs"
 
 /**
  * Builds the bundle in a temporary folder, then renames it into place, so a
  * start running at the same moment reads either the old or the new bundle,
  * never half of one. Throws when rolldown is not installed (`npm ci
- * --omit=dev`); `scripts/start.ts` then runs the sources.
+ * --omit=dev`); `scripts/start.mjs` then runs the sources.
  */
 export const build = async (bundle: string): Promise<void> => {
   const { build: rolldown } = await import("rolldown")
@@ -66,9 +36,10 @@ export const build = async (bundle: string): Promise<void> => {
     await rolldown({
       input: resolve(root, "src/cli/program.ts"),
       platform: "node",
-      external,
       logLevel: "silent",
-      output: { file, format: "esm", codeSplitting: false, comments: false, sourcemap: true }
+      // `import.meta` has no CommonJS equivalent; effect reads only `import.meta?.env`, which Node leaves undefined.
+      transform: { define: { "import.meta": "{}" } },
+      output: { file, format: "cjs", codeSplitting: false, comments: false, sourcemap: true }
     })
     renameSync(`${file}.map`, `${bundle}.map`)
     renameSync(file, bundle)
@@ -81,13 +52,6 @@ export const build = async (bundle: string): Promise<void> => {
       rmSync(join(dirname(bundle), entry), { force: true })
     }
   }
-}
-
-/** The bundle for the sources as they are now, built first when missing. */
-export const ensureBundle = async (): Promise<string> => {
-  const bundle = bundlePath()
-  if (!existsSync(bundle)) await build(bundle)
-  return bundle
 }
 
 if (import.meta.main) await build(bundlePath())

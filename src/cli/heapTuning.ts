@@ -15,6 +15,14 @@
 import { setFlagsFromString } from "node:v8"
 
 /**
+ * The V8 flags; `scripts/launch.mjs` repeats them for `npm start`.
+ *
+ * @category tuning
+ * @since 0.1.0
+ */
+export const flags: ReadonlyArray<string> = ["--no-allocation-site-pretenuring"]
+
+/**
  * Applies the settings; call it first thing, before the program's modules
  * are imported.
  *
@@ -22,5 +30,5 @@ import { setFlagsFromString } from "node:v8"
  * @since 0.1.0
  */
 export const tuneHeap = (): void => {
-  setFlagsFromString("--no-allocation-site-pretenuring")
+  for (const flag of flags) setFlagsFromString(flag)
 }

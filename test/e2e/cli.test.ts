@@ -30,10 +30,17 @@ interface Started {
 
 const scratch = mkdtempSync(join(tmpdir(), "discovery-e2e-"))
 
-/** Starts the command on loopback ports chosen by the system, with a snapshot file in a scratch directory. */
-const start = async (args: ReadonlyArray<string>, snapshotPath = join(scratch, "state.binpb")): Promise<Started> => {
+/**
+ * Starts the command (`entry`: the sources' executable unless told) on loopback ports chosen by the system, with a
+ * snapshot file in a scratch directory.
+ */
+const start = async (
+  args: ReadonlyArray<string>,
+  snapshotPath = join(scratch, "state.binpb"),
+  entry = "src/cli/main.ts"
+): Promise<Started> => {
   const defaults = ["--landing-addr=127.0.0.1:0", "--metrics-addr=127.0.0.1:0", `--snapshot-path=${snapshotPath}`]
-  const child = spawn(process.execPath, ["src/cli/main.ts", ...defaults, ...args], {
+  const child = spawn(process.execPath, [entry, ...defaults, ...args], {
     cwd: root,
     stdio: ["ignore", "pipe", "pipe"]
   })
@@ -66,6 +73,28 @@ const loadClient = (port: number) => {
     sidero: { discovery: { server: { Cluster: grpc.ServiceClientConstructor } } }
   }
   return new loaded.sidero.discovery.server.Cluster(`127.0.0.1:${port}`, grpc.credentials.createInsecure())
+}
+
+interface HealthClient extends grpc.Client {
+  Check(
+    request: { readonly service: string },
+    callback: (error: grpc.ServiceError | null, response?: { readonly status: string }) => void
+  ): grpc.ClientUnaryCall
+}
+
+const loadHealthClient = (port: number): HealthClient => {
+  const definition = protoLoader.loadSync("grpc/health/v1/health.proto", {
+    includeDirs: [resolve(root, "proto")],
+    enums: String,
+    defaults: true
+  })
+  const loaded = grpc.loadPackageDefinition(definition) as unknown as {
+    grpc: { health: { v1: { Health: grpc.ServiceClientConstructor } } }
+  }
+  return new loaded.grpc.health.v1.Health(
+    `127.0.0.1:${port}`,
+    grpc.credentials.createInsecure()
+  ) as unknown as HealthClient
 }
 
 interface Affiliate {
@@ -306,6 +335,28 @@ describe("discovery-service shutdown", { timeout: processTimeout }, () => {
     assert.strictEqual(await stop(blocker), 0)
     assert.notStrictEqual(code, 0)
     assert.deepStrictEqual(readFileSync(path), saved)
+  })
+})
+
+describe("npm start", { timeout: processTimeout }, () => {
+  it("serves the Cluster and health services from the start-up bundle, built first when missing", async () => {
+    const server = await start(["--addr", "127.0.0.1:0", "--snapshots-enabled=false"], undefined, "scripts/start.mjs")
+    try {
+      const client = loadClient(server.port)
+      const hello = await call(client, "Hello", { cluster_id: "bundle", client_version: "v1.8.3" })
+      assert.deepStrictEqual([...hello.client_ip], [127, 0, 0, 1])
+      client.close()
+      const health = loadHealthClient(server.port)
+      const reply = await new Promise<{ readonly status: string }>((resolveCheck, reject) =>
+        health.Check({ service: "sidero.discovery.server.Cluster" }, (error, response) =>
+          error ? reject(error) : resolveCheck(response!)
+        )
+      )
+      health.close()
+      assert.strictEqual(reply.status, "SERVING")
+    } finally {
+      assert.strictEqual(await stop(server), 0)
+    }
   })
 })
 

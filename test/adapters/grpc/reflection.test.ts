@@ -1,4 +1,3 @@
-import { createRequire } from "node:module"
 import * as path from "node:path"
 import { fromBinary } from "@bufbuild/protobuf"
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt"
@@ -10,40 +9,51 @@ import { Effect } from "effect"
 import type { GrpcServer } from "../../../src/adapters/grpc/GrpcServer.ts"
 import { endpoint, serverLayer } from "./fixtures.ts"
 
-const reflectionProto = path.join(
-  path.dirname(createRequire(import.meta.url).resolve("@grpc/reflection")),
-  "../proto/grpc/reflection/v1/reflection.proto"
-)
+const reflectionProto = path.resolve(import.meta.dirname, "../../../proto/grpc/reflection/v1/reflection.proto")
 
 interface ReflectionResponse {
   readonly listServicesResponse?: { readonly service: ReadonlyArray<{ readonly name: string }> }
+  readonly allExtensionNumbersResponse?: {
+    readonly baseTypeName: string
+    readonly extensionNumber: ReadonlyArray<number>
+  }
   readonly fileDescriptorResponse?: { readonly fileDescriptorProto: ReadonlyArray<Buffer> }
   readonly errorResponse?: { readonly errorCode: number; readonly errorMessage: string }
 }
 
-type ReflectionRequest = { readonly listServices: string } | { readonly fileContainingSymbol: string }
+type ReflectionRequest =
+  | { readonly listServices: string }
+  | { readonly fileContainingSymbol: string }
+  | { readonly fileByFilename: string }
+  | { readonly allExtensionNumbersOfType: string }
 
 interface ReflectionClient extends grpc.Client {
   ServerReflectionInfo(): grpc.ClientDuplexStream<ReflectionRequest, ReflectionResponse>
 }
 
 const definition = protoLoader.loadSync(reflectionProto, { longs: String, enums: String, defaults: true, oneofs: true })
-const Reflection = grpc.loadPackageDefinition(definition) as unknown as {
-  readonly grpc: {
-    readonly reflection: {
-      readonly v1: {
-        readonly ServerReflection: new (target: string, credentials: grpc.ChannelCredentials) => ReflectionClient
-      }
-    }
+const v1 = definition["grpc.reflection.v1.ServerReflection"] as grpc.ServiceDefinition
+/** The v1alpha service: the same messages under the older package name. */
+const v1alpha: grpc.ServiceDefinition = {
+  ServerReflectionInfo: {
+    ...v1.ServerReflectionInfo!,
+    path: "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
   }
+}
+const clients = {
+  v1: grpc.makeGenericClientConstructor(v1, "ServerReflection"),
+  v1alpha: grpc.makeGenericClientConstructor(v1alpha, "ServerReflection")
 }
 
 /** Sends one request on a new reflection stream and gives the one response. */
-const ask = (request: ReflectionRequest): Effect.Effect<ReflectionResponse, Error, Scope.Scope | GrpcServer> =>
+const ask = (
+  request: ReflectionRequest,
+  version: keyof typeof clients = "v1"
+): Effect.Effect<ReflectionResponse, Error, Scope.Scope | GrpcServer> =>
   Effect.gen(function* () {
     const target = yield* endpoint
     const client = yield* Effect.acquireRelease(
-      Effect.sync(() => new Reflection.grpc.reflection.v1.ServerReflection(target, grpc.credentials.createInsecure())),
+      Effect.sync(() => new clients[version](target, grpc.credentials.createInsecure()) as unknown as ReflectionClient),
       (client) => Effect.sync(() => client.close())
     )
     return yield* Effect.callback<ReflectionResponse, Error>((resume) => {
@@ -89,6 +99,52 @@ describe("reflection", () => {
         [watch.inputType, watch.outputType, watch.serverStreaming],
         [".sidero.discovery.server.WatchRequest", ".sidero.discovery.server.WatchResponse", true]
       )
+    }).pipe(Effect.provide(serverLayer()))
+  )
+
+  it.effect("answers on the v1alpha name too", () =>
+    Effect.gen(function* () {
+      const response = yield* ask({ listServices: "*" }, "v1alpha")
+      assert.strictEqual(response.listServicesResponse?.service.length, 2)
+    }).pipe(Effect.provide(serverLayer()))
+  )
+
+  it.effect("finds the file of a message, a method, a nested enum value and the health service", () =>
+    Effect.gen(function* () {
+      const fileNames = (symbol: string) =>
+        Effect.map(ask({ fileContainingSymbol: symbol }), (response) =>
+          (response.fileDescriptorResponse?.fileDescriptorProto ?? []).map(
+            (bytes) => fromBinary(FileDescriptorProtoSchema, bytes).name
+          )
+        )
+      const cluster = ["discovery/server/cluster.proto", "google/protobuf/duration.proto"]
+      assert.deepStrictEqual(yield* fileNames("sidero.discovery.server.HelloRequest"), cluster)
+      assert.deepStrictEqual(yield* fileNames("sidero.discovery.server.Cluster.Watch"), cluster)
+      assert.deepStrictEqual(yield* fileNames("grpc.health.v1.Health"), ["grpc/health/v1/health.proto"])
+      assert.deepStrictEqual(yield* fileNames("grpc.health.v1.HealthCheckResponse.SERVING"), [
+        "grpc/health/v1/health.proto"
+      ])
+    }).pipe(Effect.provide(serverLayer()))
+  )
+
+  it.effect("finds a file by name, with the files it imports", () =>
+    Effect.gen(function* () {
+      const response = yield* ask({ fileByFilename: "discovery/server/cluster.proto" })
+      assert.strictEqual(response.fileDescriptorResponse?.fileDescriptorProto.length, 2)
+      const missing = yield* ask({ fileByFilename: "no/such.proto" })
+      assert.strictEqual(missing.errorResponse?.errorCode, grpc.status.NOT_FOUND)
+    }).pipe(Effect.provide(serverLayer()))
+  )
+
+  it.effect("lists no extension numbers for a known message and refuses an unknown one", () =>
+    Effect.gen(function* () {
+      const known = yield* ask({ allExtensionNumbersOfType: "sidero.discovery.server.HelloRequest" })
+      assert.deepStrictEqual(known.allExtensionNumbersResponse, {
+        baseTypeName: "sidero.discovery.server.HelloRequest",
+        extensionNumber: []
+      })
+      const unknown = yield* ask({ allExtensionNumbersOfType: "no.such.Message" })
+      assert.strictEqual(unknown.errorResponse?.errorCode, grpc.status.NOT_FOUND)
     }).pipe(Effect.provide(serverLayer()))
   )
 
