@@ -2,12 +2,13 @@
  * The snapshot save and load of the scale row, in one process and without a
  * transport: 100,000 clusters × 5 affiliates (256 bytes of data, two 32-byte
  * endpoints, TTL 30 minutes, the row's IDs) stored through `ClusterStore.update`,
- * then saved (encode + `FileSnapshotStore` write: temporary file, fsync,
- * rename; then again as the service saves, writing pieces while encoding)
- * and loaded (read + decode + `ClusterStore.restore` into a new store),
- * `--runs` times each. Prints each phase in ms (and three GC passes that
- * find nothing expired), and the resident, heap and external bytes per
- * affiliate after the updates and after the load.
+ * then saved (`encode` to one buffer, then a `FileSnapshotStore` write:
+ * temporary file, fsync, rename; then as the service saves, each piece
+ * written as it is encoded) and loaded (the whole file read, decoded and
+ * restored with `ClusterStore.restore` into a new store; then read and
+ * decoded piece by piece), `--runs` times each. Prints each phase in ms (and
+ * three GC passes that find nothing expired), and the resident, heap and
+ * external bytes per affiliate after the updates and after the load.
  *
  * Run: `node --expose-gc bench/snapshotScale.ts [--clusters 100000] [--runs 2] [--dir /tmp]`.
  */
@@ -17,7 +18,8 @@ import { join } from "node:path"
 import { Duration, Effect, Option } from "effect"
 import * as FileSnapshotStore from "../src/adapters/storage/FileSnapshotStore.ts"
 import { ClusterStore } from "../src/core/server/ClusterStore.ts"
-import { decode, encode, encodeTo } from "../src/core/server/SnapshotCodec.ts"
+import type { DecodedSnapshot } from "../src/core/server/SnapshotCodec.ts"
+import { decode, encode, encodeTo, SnapshotDecoder } from "../src/core/server/SnapshotCodec.ts"
 
 const flag = (name: string, fallback: string): string => {
   const index = process.argv.indexOf(`--${name}`)
@@ -62,7 +64,20 @@ const perAffiliate = (after: NodeJS.MemoryUsage, before: NodeJS.MemoryUsage) => 
 
 const ms = (from: number) => Math.round(performance.now() - from)
 
-const load = (files: Effect.Success<ReturnType<typeof FileSnapshotStore.make>>) =>
+type Files = Effect.Success<ReturnType<typeof FileSnapshotStore.make>>
+
+/** A new store holding the decoded clusters; the number of affiliates kept. */
+const restore = (decoded: DecodedSnapshot, now: number) => {
+  const restored = new ClusterStore(caps)
+  let kept = 0
+  for (const cluster of decoded.clusters) {
+    kept += restored.restore(cluster.id, cluster.affiliates.values(), now)?.affiliates ?? 0
+  }
+  return { restored, kept }
+}
+
+/** Loads as the service does today: the whole file in one buffer, then decoded. */
+const loadWhole = (files: Files) =>
   Effect.gen(function* () {
     const now = Date.now()
     let started = performance.now()
@@ -72,13 +87,24 @@ const load = (files: Effect.Success<ReturnType<typeof FileSnapshotStore.make>>) 
     const decoded = decode(bytes, now)
     const decodeMs = ms(started)
     started = performance.now()
-    const restored = new ClusterStore(caps)
-    let kept = 0
-    for (const cluster of decoded.clusters) {
-      kept += restored.restore(cluster.id, cluster.affiliates.values(), now)?.affiliates ?? 0
-    }
+    const { restored, kept } = restore(decoded, now)
     const restoreMs = ms(started)
     console.log(JSON.stringify({ load: readMs + decodeMs + restoreMs, readMs, decodeMs, restoreMs, kept }))
+    return restored
+  })
+
+/** Loads through `read`: the file decoded piece by piece as it is read, in one reused buffer. */
+const loadInPieces = (files: Files) =>
+  Effect.gen(function* () {
+    const now = Date.now()
+    let started = performance.now()
+    const decoder = new SnapshotDecoder(now)
+    yield* files.read((bytes, final) => decoder.feed(bytes, 0, bytes.length, final))
+    const readAndDecodeMs = ms(started)
+    started = performance.now()
+    const { restored, kept } = restore(decoder.result(), now)
+    const restoreMs = ms(started)
+    console.log(JSON.stringify({ loadInPieces: readAndDecodeMs + restoreMs, readAndDecodeMs, restoreMs, kept }))
     return restored
   })
 
@@ -146,7 +172,9 @@ const main = Effect.gen(function* () {
   let restored: ClusterStore | undefined
   for (let run = 0; run < runs; run++) {
     restored = undefined
-    restored = yield* load(files)
+    restored = yield* loadWhole(files)
+    restored = undefined
+    restored = yield* loadInPieces(files)
   }
   const after = memory()
   console.log(JSON.stringify({ restoredPerAffiliate: perAffiliate(after, before), stats: restored?.stats() }))

@@ -21,8 +21,9 @@ export class SnapshotStoreError extends Schema.TaggedError<SnapshotStoreError>()
 
 /**
  * A snapshot made piece by piece: called once with `emit`, it hands over the
- * snapshot's bytes in order, synchronously, in one step. Each piece belongs to
- * the store once emitted.
+ * snapshot's bytes in order, synchronously, in one step. A piece is only
+ * valid during its `emit` call (the writer reuses its buffer): the store
+ * writes or copies it before returning.
  *
  * @category models
  * @since 0.1.0
@@ -30,8 +31,19 @@ export class SnapshotStoreError extends Schema.TaggedError<SnapshotStoreError>()
 export type SnapshotWriter = (emit: (piece: Uint8Array) => void) => void
 
 /**
- * The pieces of a snapshot, in order: the bytes themselves, or what the writer
- * emits when called now.
+ * Reads a snapshot as it arrives: called with the bytes not consumed yet
+ * (those it left last time, then more of the snapshot; a view valid only
+ * during the call), it consumes a prefix and returns its length. The call
+ * with `final` set holds everything that is left and must consume it all.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type SnapshotReader = (bytes: Uint8Array, final: boolean) => number
+
+/**
+ * The pieces of a snapshot, in order: the bytes themselves, or copies of what
+ * the writer emits when called now.
  *
  * @category utils
  * @since 0.1.0
@@ -39,7 +51,7 @@ export type SnapshotWriter = (emit: (piece: Uint8Array) => void) => void
 export const snapshotPieces = (snapshot: Uint8Array | SnapshotWriter): Array<Uint8Array> => {
   if (snapshot instanceof Uint8Array) return [snapshot]
   const pieces: Array<Uint8Array> = []
-  snapshot((piece) => pieces.push(piece))
+  snapshot((piece) => pieces.push(piece.slice()))
   return pieces
 }
 
@@ -61,11 +73,18 @@ export class SnapshotStore extends Context.Service<
      */
     readonly load: Effect.Effect<Option.Option<Uint8Array>, SnapshotStoreError>
     /**
+     * Hands the last snapshot saved to `reader` as it is read, in pieces of
+     * the store's choosing (so a large snapshot never needs a buffer of its
+     * size), and returns whether there was one. A reader that throws fails
+     * the read as a read error does.
+     */
+    readonly read: (reader: SnapshotReader) => Effect.Effect<boolean, SnapshotStoreError>
+    /**
      * Replaces the snapshot with these bytes, or with what the writer emits,
      * all or nothing: when the save fails or is interrupted, the previous
      * snapshot stays as it was. Empty bytes are a valid snapshot (no
-     * clusters). A writer is called exactly once; the store may start writing
-     * each piece while the writer makes the next.
+     * clusters). A writer is called exactly once, and each piece is written
+     * or copied while it is emitted.
      */
     readonly save: (snapshot: Uint8Array | SnapshotWriter) => Effect.Effect<void, SnapshotStoreError>
     /**
@@ -100,6 +119,12 @@ export const makeMemorySnapshotStore = (
     return SnapshotStore.of({
       location: "memory",
       load: Effect.sync(() => Option.fromUndefinedOr(current?.slice())),
+      read: (reader) =>
+        Effect.sync(() => {
+          if (current === undefined) return false
+          reader(current.slice(), true)
+          return true
+        }),
       save: (snapshot) =>
         Effect.sync(() => {
           const pieces = snapshotPieces(snapshot)

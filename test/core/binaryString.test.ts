@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import fc from "fast-check"
 import {
+  asciiText,
   BinaryStringBuilder,
   hostLatin1,
   type Latin1Native,
@@ -15,9 +16,9 @@ it("finds the host's native one-byte copies on Node", () => {
   assert.isDefined(hostLatin1)
 })
 
-const paths: ReadonlyArray<readonly [string, Latin1Native | undefined]> = [
-  ["native copies", hostLatin1],
-  ["portable loops", undefined]
+const paths: ReadonlyArray<readonly [string, Latin1Native | null]> = [
+  ["native copies", hostLatin1 ?? null],
+  ["portable loops", null]
 ]
 
 describe.each(paths)("binary strings, %s", (_, native) => {
@@ -79,12 +80,20 @@ describe.each(paths)("binary strings, %s", (_, native) => {
     assert.deepStrictEqual(Array.from(toBytes(builder.finish(), 250, 256)), [250, 251, 252, 253, 254, 255])
   })
 
+  it("read ASCII bytes as text in one step with native copies, and leave anything else to the caller", () => {
+    const bytes = Uint8Array.from("xnode-1\u00e9", (c) => c.charCodeAt(0))
+    assert.strictEqual(asciiText(bytes, 1, 7, native), native === null ? undefined : "node-1")
+    assert.strictEqual(asciiText(bytes, 1, 1, native), native === null ? undefined : "")
+    assert.isUndefined(asciiText(bytes, 1, 8, native))
+  })
+
   it("write sub-ranges of strings, short and long, as bytes", () => {
     const builder = new BinaryStringBuilder(4096, native)
     builder.bytes(everyByte, 0, 256)
     const text = builder.finish()
     for (const [start, end] of [
       [0, 256],
+      [0, 100],
       [5, 40],
       [1, 255],
       [200, 200]

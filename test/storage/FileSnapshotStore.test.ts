@@ -6,10 +6,19 @@ import { Effect, Exit, Option } from "effect"
 import { TestClock } from "effect/testing"
 import type { FileHandleOps, FileSystemOps } from "../../src/adapters/storage/FileSnapshotStore.ts"
 import * as FileSnapshotStore from "../../src/adapters/storage/FileSnapshotStore.ts"
-import { encode } from "../../src/core/server/SnapshotCodec.ts"
+import { decode, encode, SnapshotDecoder } from "../../src/core/server/SnapshotCodec.ts"
 import { StateSnapshotSchema } from "../../src/gen/discovery/storage/discovery_pb.ts"
 import { SnapshotStore } from "../../src/ports/SnapshotStore.ts"
-import { affiliateEntry, clusterEntry, endpointEntry, now, plainState, tempDir, utf8 } from "./fixtures/snapshots.ts"
+import {
+  affiliateEntry,
+  clusterEntry,
+  concat,
+  endpointEntry,
+  now,
+  plainState,
+  tempDir,
+  utf8
+} from "./fixtures/snapshots.ts"
 
 const dirs: Array<() => void> = []
 afterEach(() => {
@@ -28,18 +37,20 @@ const stateA = encode(
 ).bytes
 const stateB = encode([clusterEntry("b", [affiliateEntry("y", new Uint8Array(300_000).fill(7), 90)])], now).bytes
 
-type Step = "write" | "sync" | "close" | "rename" | "mkdir" | "open"
+type Step = "write" | "datasync" | "sync" | "close" | "rename" | "mkdir" | "open"
 
 /** Node's file system, failing at `step` when saving the temporary file; a failing write first writes half its bytes. */
 const failingAt = (step: Step): FileSystemOps => {
   const real = FileSnapshotStore.nodeFileSystem
   const boom = () => Object.assign(new Error(`injected ${step} failure`), { code: "EIO" })
   const wrap = (handle: FileHandleOps): FileHandleOps => ({
-    write: async (buffer, offset, length, position) => {
-      if (step !== "write") return handle.write(buffer, offset, length, position)
-      await handle.write(buffer, offset, Math.floor(length / 2), position)
+    read: (buffer, offset, length) => handle.read(buffer, offset, length),
+    writeSync: (buffer, offset, length) => {
+      if (step !== "write") return handle.writeSync(buffer, offset, length)
+      handle.writeSync(buffer, offset, Math.floor(length / 2))
       throw boom()
     },
+    datasync: () => (step === "datasync" ? Promise.reject(boom()) : handle.datasync()),
     sync: () => (step === "sync" ? Promise.reject(boom()) : handle.sync()),
     close: async () => {
       await handle.close()
@@ -90,13 +101,13 @@ describe("FileSnapshotStore", () => {
     })
   )
 
-  for (const step of ["write", "sync", "close", "rename", "open", "mkdir"] as const) {
+  for (const step of ["write", "datasync", "sync", "close", "rename", "open", "mkdir"] as const) {
     it.effect(`keeps the previous file intact when the save fails at ${step}`, () =>
       Effect.gen(function* () {
         const dir = newDir()
         const path = join(dir, "state.binpb")
         yield* (yield* FileSnapshotStore.make({ path })).save(stateA)
-        const failing = yield* FileSnapshotStore.make({ path, fileSystem: failingAt(step) })
+        const failing = yield* FileSnapshotStore.make({ path, fileSystem: failingAt(step), flushEvery: 4096 })
         const exit = yield* Effect.exit(failing.save(stateB))
         assert.isTrue(Exit.isFailure(exit))
         const error = Exit.findErrorOption(exit)
@@ -112,22 +123,34 @@ describe("FileSnapshotStore", () => {
     )
   }
 
-  it.effect("writes a snapshot emitted in pieces, in order, while it is being made", () =>
+  it.effect("writes each piece while it is emitted, so the writer may reuse its buffer, and flushes early", () =>
     Effect.gen(function* () {
       const dir = newDir()
       const path = join(dir, "state.binpb")
-      const store = yield* FileSnapshotStore.make({ path })
-      const pieces = Array.from({ length: 40 }, (_, i) => new Uint8Array(1000 + i).fill(i))
+      let flushes = 0
+      const counting: FileSystemOps = {
+        ...FileSnapshotStore.nodeFileSystem,
+        open: async (file, flags, mode) => {
+          const handle = await FileSnapshotStore.nodeFileSystem.open(file, flags, mode)
+          return {
+            ...handle,
+            datasync: () => {
+              flushes++
+              return handle.datasync()
+            }
+          }
+        }
+      }
+      const store = yield* FileSnapshotStore.make({ path, fileSystem: counting, flushEvery: 10_000 })
+      const sizes = Array.from({ length: 40 }, (_, i) => 1000 + i)
+      const buffer = new Uint8Array(2000)
       yield* store.save((emit) => {
-        for (const piece of pieces) emit(piece)
+        for (const [i, size] of sizes.entries()) emit(buffer.fill(i).subarray(0, size))
       })
-      const expected = new Uint8Array(pieces.reduce((size, piece) => size + piece.length, 0))
-      pieces.reduce((offset, piece) => {
-        expected.set(piece, offset)
-        return offset + piece.length
-      }, 0)
+      const expected = Uint8Array.from(sizes.flatMap((size, i) => Array.from({ length: size }, () => i)))
       assert.deepStrictEqual(new Uint8Array(readFileSync(path)), expected)
       assert.deepStrictEqual(readdirSync(dir), ["state.binpb"])
+      assert.strictEqual(flushes, 4, "one per 10,000 bytes written")
     })
   )
 
@@ -189,13 +212,69 @@ describe("FileSnapshotStore", () => {
     }
   })
 
+  it.effect("reads a file in pieces, handing back what the reader left, whatever it consumes", () =>
+    Effect.gen(function* () {
+      const dir = newDir()
+      const path = join(dir, "state.binpb")
+      const store = yield* FileSnapshotStore.make({ path })
+      assert.isFalse(yield* store.read(() => assert.fail("no snapshot to read")))
+      const bytes = Uint8Array.from({ length: 20_000_003 }, (_, i) => (i * 7) % 253)
+      writeFileSync(path, bytes)
+      // Consumes whole blocks of 1000 bytes, then nothing until the end, then everything.
+      for (const block of [1000, Number.POSITIVE_INFINITY]) {
+        const seen: Array<Uint8Array> = []
+        let calls = 0
+        assert.isTrue(
+          yield* store.read((piece, final) => {
+            calls++
+            const take = final
+              ? piece.length
+              : block === Number.POSITIVE_INFINITY
+                ? 0
+                : piece.length - (piece.length % block)
+            seen.push(piece.slice(0, take))
+            return take
+          })
+        )
+        assert.isAbove(calls, 2)
+        assert.deepStrictEqual(concat(...seen), bytes)
+      }
+    })
+  )
+
+  it.effect("decodes a snapshot read in pieces as it decodes the whole file", () =>
+    Effect.gen(function* () {
+      const path = join(newDir(), "state.binpb")
+      const store = yield* FileSnapshotStore.make({ path })
+      const bytes = encode(
+        Array.from({ length: 30_000 }, (_, c) =>
+          clusterEntry(`cluster-${c}`, [affiliateEntry(`a${c}`, new Uint8Array(300).fill(c % 251), 60)])
+        ),
+        now
+      ).bytes
+      yield* store.save(bytes)
+      const decoder = new SnapshotDecoder(now)
+      assert.isTrue(yield* store.read((piece, final) => decoder.feed(piece, 0, piece.length, final)))
+      const inPieces = decoder.result()
+      const whole = decode(bytes, now)
+      assert.isAbove(bytes.length, 8 << 20, "more than one piece")
+      assert.deepStrictEqual(inPieces.skipped, [])
+      assert.strictEqual(inPieces.size, bytes.length)
+      assert.deepStrictEqual(
+        inPieces.clusters.map((c) => [c.id, [...c.affiliates.values()].map((a) => a.unsafeRecord)]),
+        whole.clusters.map((c) => [c.id, [...c.affiliates.values()].map((a) => a.unsafeRecord)])
+      )
+    })
+  )
+
   it.effect("reports an unreadable snapshot as a load error", () =>
     Effect.gen(function* () {
       const dir = newDir()
       const store = yield* FileSnapshotStore.make({ path: dir })
-      const error = yield* Effect.flip(store.load)
-      assert.strictEqual(error.operation, "load")
-      assert.include(error.message, dir)
+      for (const error of [yield* Effect.flip(store.load), yield* Effect.flip(store.read(() => 0))]) {
+        assert.strictEqual(error.operation, "load")
+        assert.include(error.message, dir)
+      }
     })
   )
 
@@ -232,8 +311,23 @@ describe("SnapshotStore.layerMemory", () => {
       yield* store.save(bytes)
       bytes.fill(0)
       assert.deepStrictEqual(Option.getOrThrow(yield* store.load), utf8("saved"))
+      const read: Array<[Array<number>, boolean]> = []
+      assert.isTrue(
+        yield* store.read((piece, final) => {
+          read.push([Array.from(piece), final])
+          return piece.length
+        })
+      )
+      assert.deepStrictEqual(read, [[Array.from(utf8("saved")), true]])
+      // Pieces emitted from a reused buffer are copied while they are emitted.
+      const buffer = new Uint8Array(1)
+      yield* store.save((emit) => {
+        for (const byte of utf8("ab")) emit(buffer.fill(byte))
+      })
+      assert.deepStrictEqual(Option.getOrThrow(yield* store.load), utf8("ab"))
       assert.deepStrictEqual(yield* store.moveAside, Option.some("memory.corrupt-1"))
       assert.isTrue(Option.isNone(yield* store.load))
+      assert.isFalse(yield* store.read(() => assert.fail("nothing to read")))
       assert.isTrue(Option.isNone(yield* store.moveAside))
     }).pipe(Effect.provide(SnapshotStore.layerMemory(utf8("initial"))))
   )

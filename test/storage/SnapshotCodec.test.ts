@@ -147,7 +147,17 @@ describe("SnapshotCodec", () => {
       const whole = encode(clusters, now)
       for (const pieceBytes of [1, 64, 1000, 4096, Number.POSITIVE_INFINITY]) {
         const pieces: Array<Uint8Array> = []
-        const contents = encodeTo(clusters, now, (piece) => pieces.push(piece), pieceBytes)
+        const buffers = new Set<ArrayBufferLike>()
+        const contents = encodeTo(
+          clusters,
+          now,
+          (piece) => {
+            buffers.add(piece.buffer)
+            // The buffer is reused: a piece is only valid during the call.
+            pieces.push(piece.slice())
+          },
+          pieceBytes
+        )
         const joined = new Uint8Array(pieces.reduce((size, piece) => size + piece.length, 0))
         let offset = 0
         for (const piece of pieces) {
@@ -155,13 +165,17 @@ describe("SnapshotCodec", () => {
           offset += piece.length
           // Each piece is a run of whole records: it decodes on its own with nothing skipped.
           assert.deepStrictEqual(decode(piece, now).skipped, [])
+          if (pieceBytes !== Number.POSITIVE_INFINITY) assert.isAtMost(piece.length, Math.max(pieceBytes, 5100))
         }
         assert.deepStrictEqual(joined, whole.bytes, `pieces of ${pieceBytes} bytes`)
         assert.deepStrictEqual(
           [contents.clusters, contents.affiliates, contents.endpoints, contents.size],
           [whole.clusters, whole.affiliates, whole.endpoints, whole.bytes.length]
         )
-        if (pieceBytes === 4096) assert.isAbove(pieces.length, 1)
+        if (pieceBytes === 4096) {
+          assert.isAbove(pieces.length, 1)
+          assert.strictEqual(buffers.size, 2, "one buffer, grown once for the large record")
+        }
       }
       assert.deepStrictEqual(
         encodeTo([], now, () => assert.fail("nothing to emit")),

@@ -235,6 +235,7 @@ describe("SnapshotService", () => {
         const store = Layer.succeed(SnapshotStore, {
           location: "test",
           load: Effect.succeed(Option.some(handedOver)),
+          read: () => Effect.die("not used"),
           save: (snapshot: Uint8Array | SnapshotWriter) => Effect.sync(() => saved.push(snapshotPieces(snapshot))),
           moveAside: Effect.succeed(Option.none())
         })

@@ -6,29 +6,36 @@
  * leaves the previous snapshot as it was. A damaged snapshot is moved aside to
  * `<path>.corrupt-<UTC timestamp>` rather than overwritten.
  *
+ * A save writes each piece the encoder emits at once (the encoder reuses one
+ * small buffer) and asks the device to start writing every 16 MiB, so the
+ * final fsync finds little left to do. A snapshot can also be read in
+ * pieces, through one reused buffer.
+ *
  * @since 0.1.0
  */
+import { writeSync } from "node:fs"
 import * as fs from "node:fs/promises"
 import { homedir } from "node:os"
 import { dirname, join } from "node:path"
 import { Clock, Effect, Layer, Option, Semaphore } from "effect"
-import type { SnapshotWriter } from "../../ports/SnapshotStore.ts"
+import type { SnapshotReader, SnapshotWriter } from "../../ports/SnapshotStore.ts"
 import { SnapshotStore, SnapshotStoreError } from "../../ports/SnapshotStore.ts"
 
 /**
- * An open file as the store uses it (a subset of Node's `FileHandle`).
+ * An open file as the store uses it: Node's `FileHandle` with a synchronous
+ * write, so a snapshot's pieces go to the file as they are made, from one
+ * reused buffer.
  *
  * @category models
  * @since 0.1.0
  */
 export interface FileHandleOps {
-  /** Writes at `position`, or at the file's current position when it is `null`. */
-  write(
-    buffer: Uint8Array,
-    offset: number,
-    length: number,
-    position: number | null
-  ): Promise<{ readonly bytesWritten: number }>
+  /** Reads up to `length` bytes from the file's current position into `buffer` at `offset`; returns how many (0 at the end). */
+  read(buffer: Uint8Array, offset: number, length: number): Promise<number>
+  /** Writes `buffer[offset, offset + length)` at the file's current position now; returns how many bytes were written. */
+  writeSync(buffer: Uint8Array, offset: number, length: number): number
+  /** Starts writing what the file holds so far to the device (`fdatasync`), so the final `sync` has less left to do. */
+  datasync(): Promise<void>
   sync(): Promise<void>
   close(): Promise<void>
 }
@@ -94,7 +101,16 @@ const readWhole = async (path: string): Promise<Uint8Array> => {
  */
 export const nodeFileSystem: FileSystemOps = {
   mkdir: (path, options) => fs.mkdir(path, options),
-  open: (path, flags, mode) => fs.open(path, flags, mode),
+  open: async (path, flags, mode) => {
+    const handle = await fs.open(path, flags, mode)
+    return {
+      read: async (buffer, offset, length) => (await handle.read(buffer, offset, length, null)).bytesRead,
+      writeSync: (buffer, offset, length) => writeSync(handle.fd, buffer, offset, length),
+      datasync: () => handle.datasync(),
+      sync: () => handle.sync(),
+      close: () => handle.close()
+    }
+  },
   rename: (from, to) => fs.rename(from, to),
   unlink: (path) => fs.unlink(path),
   readFile: readWhole,
@@ -113,6 +129,8 @@ export interface FileStoreOptions {
   readonly path?: string | undefined
   /** The file system to use (default Node's); for tests. */
   readonly fileSystem?: FileSystemOps | undefined
+  /** Bytes written between two early flushes of a save (default 16 MiB). */
+  readonly flushEvery?: number | undefined
 }
 
 /**
@@ -133,8 +151,51 @@ export const defaultPath = (
   return join(base, "discovery-service", "state.binpb")
 }
 
+/**
+ * Bytes read per call when a snapshot is read in pieces: one buffer of this
+ * size, reused, instead of one the size of the file (whose fresh pages cost
+ * more to fault in than the reads themselves).
+ */
+const readPieceBytes = 8 << 20
+
+/**
+ * Hands a file to `reader` piece by piece, from its current position to its
+ * end (a file that grows while it is read is read to its end). The bytes the
+ * reader leaves come again before the next piece; the buffer doubles when
+ * the reader consumes nothing of a full one, and is released at the end.
+ */
+const readInPieces = async (handle: FileHandleOps, reader: SnapshotReader): Promise<void> => {
+  let buffer = new Uint8Array(readPieceBytes)
+  let held = 0
+  for (;;) {
+    if (held === buffer.length) {
+      const grown = new Uint8Array(2 * buffer.length)
+      grown.set(buffer)
+      buffer = grown
+    }
+    const bytesRead = await handle.read(buffer, held, buffer.length - held)
+    const end = held + bytesRead
+    const final = bytesRead === 0
+    const stop = reader(buffer.subarray(0, end), final)
+    if (final) {
+      // Freed now rather than at some later full collection: the reader holds no view past its call.
+      buffer.buffer.transfer(0)
+      return
+    }
+    buffer.copyWithin(0, stop, end)
+    held = end - stop
+  }
+}
+
 /** Largest single write call, so one huge snapshot is written in steps. */
 const chunkSize = 16 << 20
+
+/**
+ * Bytes written between two early flushes by default: the device writes the
+ * start of a snapshot while the rest is still being encoded, instead of all
+ * of it in the final fsync.
+ */
+const defaultFlushEvery = 16 << 20
 
 const errorCode = (error: unknown): string | undefined =>
   typeof error === "object" && error !== null && "code" in error ? String(error.code) : undefined
@@ -157,6 +218,7 @@ export const make = (options: FileStoreOptions = {}) =>
   Effect.gen(function* () {
     const path = options.path ?? defaultPath()
     const files = options.fileSystem ?? nodeFileSystem
+    const flushEvery = options.flushEvery ?? defaultFlushEvery
     const directory = dirname(path)
     const temporary = `${path}.tmp`
     // One save at a time: two saves must never share the temporary file.
@@ -164,37 +226,38 @@ export const make = (options: FileStoreOptions = {}) =>
     // A temporary file left by a crash mid-save is never the good state: remove it now.
     yield* Effect.promise(() => files.unlink(temporary).catch(() => undefined))
 
-    /** Writes `bytes` at `position` of the file, `chunkSize` bytes per call at most. */
-    const writeAll = async (handle: FileHandleOps, bytes: Uint8Array, position: number) => {
-      let offset = 0
-      while (offset < bytes.length) {
-        const length = Math.min(chunkSize, bytes.length - offset)
-        const { bytesWritten } = await handle.write(bytes, offset, length, position + offset)
-        if (bytesWritten <= 0) throw new Error(`write made no progress at byte ${position + offset}`)
-        offset += bytesWritten
-      }
-    }
-
     /**
-     * Writes the snapshot from the start of the file. A writer's pieces are
-     * written as it emits them, each at its own position, so the file system
-     * works on one piece while the writer encodes the next; every write has
-     * ended when this returns or throws.
+     * Writes the snapshot from the start of the file, each piece as it is
+     * made (a writer's pieces are only valid while it emits them), and asks
+     * the device to start writing every `flushEvery` bytes. Every early
+     * flush has ended when this returns or throws; a failed one fails the
+     * save, since the final fsync may no longer report its error.
      */
     const writeSnapshot = async (handle: FileHandleOps, snapshot: Uint8Array | SnapshotWriter) => {
-      if (snapshot instanceof Uint8Array) return writeAll(handle, snapshot, 0)
-      const writes: Array<Promise<void>> = []
-      let position = 0
+      const flushes: Array<Promise<void>> = []
+      let written = 0
+      let flushed = 0
+      const write = (piece: Uint8Array) => {
+        let offset = 0
+        while (offset < piece.length) {
+          const bytesWritten = handle.writeSync(piece, offset, Math.min(chunkSize, piece.length - offset))
+          if (bytesWritten <= 0) throw new Error(`write made no progress at byte ${written + offset}`)
+          offset += bytesWritten
+          if (written + offset - flushed >= flushEvery) {
+            flushed = written + offset
+            flushes.push(handle.datasync())
+          }
+        }
+        written += piece.length
+      }
       let writerFailure: { readonly error: unknown } | undefined
       try {
-        snapshot((piece) => {
-          writes.push(writeAll(handle, piece, position))
-          position += piece.length
-        })
+        if (snapshot instanceof Uint8Array) write(snapshot)
+        else snapshot(write)
       } catch (error) {
         writerFailure = { error }
       }
-      const failed = (await Promise.allSettled(writes)).find((result) => result.status === "rejected")
+      const failed = (await Promise.allSettled(flushes)).find((result) => result.status === "rejected")
       if (writerFailure !== undefined) throw writerFailure.error
       if (failed !== undefined) throw failed.reason
     }
@@ -258,6 +321,26 @@ export const make = (options: FileStoreOptions = {}) =>
       catch: (error) => new SnapshotStoreError({ operation: "load", message: `load ${path}: ${describe(error)}` })
     })
 
+    const read = (reader: SnapshotReader) =>
+      Effect.tryPromise({
+        try: async () => {
+          let handle: FileHandleOps
+          try {
+            handle = await files.open(path, "r")
+          } catch (error) {
+            if (errorCode(error) === "ENOENT") return false
+            throw error
+          }
+          try {
+            await readInPieces(handle, reader)
+          } finally {
+            await handle.close()
+          }
+          return true
+        },
+        catch: (error) => new SnapshotStoreError({ operation: "load", message: `load ${path}: ${describe(error)}` })
+      })
+
     const moveAside = Effect.flatMap(Clock.currentTimeMillis, (now) =>
       Effect.tryPromise({
         try: async () => {
@@ -291,7 +374,7 @@ export const make = (options: FileStoreOptions = {}) =>
       }).pipe(Effect.uninterruptible, lock.withPermits(1))
     )
 
-    return SnapshotStore.of({ location: path, load, save, moveAside })
+    return SnapshotStore.of({ location: path, load, read, save, moveAside })
   })
 
 /**

@@ -21,8 +21,8 @@ const nativeCopyFrom = 64
 export interface Latin1Native {
   /** A string of one char per byte of `bytes[start, end)`. */
   readonly slice: (bytes: Uint8Array, start: number, end: number) => string
-  /** Writes each char of `text` as one byte into `target` at `offset`. */
-  readonly write: (text: string, target: Uint8Array, offset: number) => void
+  /** Writes each of the first `length` chars of `text` as one byte into `target` at `offset`. */
+  readonly write: (text: string, target: Uint8Array, offset: number, length: number) => void
 }
 
 interface BufferPrototype {
@@ -44,11 +44,14 @@ export const hostLatin1: Latin1Native | undefined = (() => {
   if (typeof latin1Slice !== "function" || typeof latin1Write !== "function") return undefined
   return {
     slice: (bytes, start, end) => latin1Slice.call(bytes, start, end),
-    write: (text, target, offset) => {
-      latin1Write.call(target, text, offset, text.length)
+    write: (text, target, offset, length) => {
+      latin1Write.call(target, text, offset, length)
     }
   }
 })()
+
+/** `hostLatin1`, or `null` (the portable path) where the host has none. */
+const hostNative: Latin1Native | null = hostLatin1 ?? null
 
 /**
  * Builds one binary string from pieces of bytes and of other binary strings.
@@ -66,12 +69,12 @@ export const hostLatin1: Latin1Native | undefined = (() => {
 export class BinaryStringBuilder {
   private units: Uint8Array | Uint16Array
   private length = 0
-  private readonly native: Latin1Native | undefined
+  private readonly native: Latin1Native | null
   private readonly decoder = new TextDecoder("utf-16le", { ignoreBOM: true })
-  /** `native`: the host's copies to use (default `hostLatin1`), `undefined` for the portable path. */
-  constructor(capacity = 4096, native: Latin1Native | undefined = hostLatin1) {
+  /** `native`: the host's copies to use (default `hostLatin1`), `null` for the portable path. */
+  constructor(capacity = 4096, native: Latin1Native | null = hostNative) {
     this.native = native
-    this.units = native === undefined ? new Uint16Array(capacity) : new Uint8Array(capacity)
+    this.units = native === null ? new Uint16Array(capacity) : new Uint8Array(capacity)
   }
 
   /** Appends `bytes[start, end)`. */
@@ -107,7 +110,7 @@ export class BinaryStringBuilder {
   take(start: number, end: number): string {
     if (end <= start) return ""
     const units = this.units
-    return this.native === undefined
+    return this.native === null
       ? this.decoder.decode(new Uint8Array(units.buffer, 2 * start, 2 * (end - start)))
       : this.native.slice(units as Uint8Array, start, end)
   }
@@ -118,7 +121,7 @@ export class BinaryStringBuilder {
     this.length = 0
     if (length === 0) return ""
     const units = this.units
-    return this.native === undefined
+    return this.native === null
       ? this.decoder.decode(new Uint8Array(units.buffer, 0, 2 * length))
       : this.native.slice(units as Uint8Array, 0, length)
   }
@@ -128,7 +131,7 @@ export class BinaryStringBuilder {
     const needed = this.length + count
     if (needed > this.units.length) {
       const capacity = Math.max(needed, 2 * this.units.length)
-      const grown = this.native === undefined ? new Uint16Array(capacity) : new Uint8Array(capacity)
+      const grown = this.native === null ? new Uint16Array(capacity) : new Uint8Array(capacity)
       grown.set(this.units.subarray(0, this.length))
       this.units = grown
     }
@@ -151,7 +154,8 @@ export const sameBytes = (text: string, start: number, end: number, bytes: Uint8
 
 /**
  * Writes the chars `text[start, end)` of a binary string into `target` at
- * `offset`, as bytes (long ranges with `native` when there is one).
+ * `offset`, as bytes (long ranges with `native` when there is one; `null`
+ * for the portable loop).
  *
  * @category encoding
  * @since 0.1.0
@@ -162,10 +166,11 @@ export const writeBytes = (
   end: number,
   target: Uint8Array,
   offset: number,
-  native: Latin1Native | undefined = hostLatin1
+  native: Latin1Native | null = hostNative
 ): void => {
-  if (native !== undefined && end - start > nativeCopyFrom) {
-    native.write(start === 0 && end === text.length ? text : text.substring(start, end), target, offset)
+  if (native !== null && end - start > nativeCopyFrom) {
+    // A prefix needs no substring: the native copy stops after `end` chars.
+    native.write(start === 0 ? text : text.substring(start, end), target, offset, end - start)
     return
   }
   for (let i = start; i < end; i++) target[offset++] = text.charCodeAt(i)
@@ -181,4 +186,24 @@ export const toBytes = (text: string, start: number, end: number): Uint8Array =>
   const bytes = new Uint8Array(end - start)
   writeBytes(text, start, end, bytes, 0)
   return bytes
+}
+
+/**
+ * The string of `bytes[start, end)` when every byte is ASCII and the host has
+ * native copies (one native call, no view of the bytes), else `undefined`:
+ * the caller then decodes the bytes as UTF-8 itself. `native` is `null` on
+ * the portable path.
+ *
+ * @category encoding
+ * @since 0.1.0
+ */
+export const asciiText = (
+  bytes: Uint8Array,
+  start: number,
+  end: number,
+  native: Latin1Native | null = hostNative
+): string | undefined => {
+  if (native === null) return undefined
+  for (let i = start; i < end; i++) if (bytes[i]! >= 0x80) return undefined
+  return native.slice(bytes, start, end)
 }

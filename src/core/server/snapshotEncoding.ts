@@ -1,0 +1,319 @@
+/**
+ * The snapshot encoder (PROTOCOL.md §1.5), byte-exact with the original:
+ * fields in ascending order, defaults left out, TTLs as whole seconds
+ * truncated toward zero, never the legacy expiration. It writes from the
+ * store's compact {@link Affiliate}s, one cluster at a time: the sizes of a
+ * cluster's messages first, then its record, into one buffer reused from
+ * piece to piece.
+ *
+ * @since 0.1.0
+ */
+import { utf8Length } from "../utf8.ts"
+import { Affiliate } from "./Affiliate.ts"
+import { writeBytes } from "./binaryString.ts"
+import type { ClusterEntry, EncodedSnapshot, SnapshotContents } from "./SnapshotCodec.ts"
+import { maxClusterSize, maxDurationSeconds } from "./snapshotFormat.ts"
+
+/** The TTL written for an entry: whole seconds left, truncated toward zero, saturated like Go's Duration. */
+const ttlSeconds = (expiresAt: number, now: number): number =>
+  Math.min(Math.max(Math.trunc((expiresAt - now) / 1000), -maxDurationSeconds), maxDurationSeconds)
+
+/** Bytes of `value` as a varint (10 for a negative number, as an int64). */
+const varintSize = (value: number): number => {
+  if (value < 0) return 10
+  if (value < 0x80) return 1
+  if (value < 0x4000) return 2
+  if (value < 0x20_0000) return 3
+  let size = 4
+  for (value = Math.floor(value / 0x20_0000); value >= 128; value = Math.floor(value / 128)) size++
+  return size
+}
+
+/** Bytes of a length-delimited field with a one-byte tag. */
+const fieldSize = (length: number): number => 1 + varintSize(length) + length
+
+/** Bytes of a Duration holding only `seconds` (nanos is always 0, so left out). */
+const durationSize = (seconds: number): number => (seconds === 0 ? 0 : 1 + varintSize(seconds))
+
+/** Body bytes of an EndpointSnapshot with `length` bytes of data and a TTL of `seconds`. */
+const endpointSize = (length: number, seconds: number): number =>
+  (length > 0 ? fieldSize(length) : 0) + fieldSize(durationSize(seconds))
+
+/** Writes `value` (a length, tag or seconds count) as a varint at `pos`; returns the position after it. */
+const putVarint = (bytes: Uint8Array, pos: number, value: number): number => {
+  if (value >= 0 && value <= 0x7fff_ffff) {
+    let rest = value | 0
+    while (rest >= 0x80) {
+      bytes[pos++] = (rest & 0x7f) | 0x80
+      rest >>>= 7
+    }
+    bytes[pos++] = rest
+    return pos
+  }
+  if (value < 0) {
+    let big = BigInt.asUintN(64, BigInt(value))
+    for (let i = 0; i < 9; i++) {
+      bytes[pos++] = Number(big & 0x7fn) | 0x80
+      big >>= 7n
+    }
+    bytes[pos++] = Number(big)
+    return pos
+  }
+  while (value >= 128) {
+    bytes[pos++] = (value % 128) | 0x80
+    value = Math.floor(value / 128)
+  }
+  bytes[pos++] = value
+  return pos
+}
+
+/** Writes a Duration field holding only `seconds`; returns the position after it. */
+const putDuration = (bytes: Uint8Array, pos: number, tag: number, seconds: number): number => {
+  bytes[pos++] = tag
+  if (seconds === 0) {
+    bytes[pos++] = 0
+    return pos
+  }
+  pos = putVarint(bytes, pos, 1 + varintSize(seconds))
+  bytes[pos++] = 0x08
+  return putVarint(bytes, pos, seconds)
+}
+
+/** Writes `text` as `length` bytes of UTF-8; returns the position after them. */
+const putString = (bytes: Uint8Array, pos: number, text: string, length: number): number => {
+  if (length === text.length) {
+    // Only ASCII has as many UTF-8 bytes as UTF-16 units.
+    writeBytes(text, 0, length, bytes, pos)
+    return pos + length
+  }
+  for (let i = 0; i < text.length; i++) {
+    let code = text.charCodeAt(i)
+    if (code < 0x80) {
+      bytes[pos++] = code
+      continue
+    }
+    if (code >= 0xd800 && code <= 0xdfff) {
+      const next = i + 1 < text.length ? text.charCodeAt(i + 1) : 0
+      if (code <= 0xdbff && next >= 0xdc00 && next <= 0xdfff) {
+        code = 0x10000 + ((code - 0xd800) << 10) + (next - 0xdc00)
+        i++
+      } else code = 0xfffd
+    }
+    if (code < 0x800) {
+      bytes[pos++] = 0xc0 | (code >> 6)
+      bytes[pos++] = 0x80 | (code & 0x3f)
+    } else if (code < 0x10000) {
+      bytes[pos++] = 0xe0 | (code >> 12)
+      bytes[pos++] = 0x80 | ((code >> 6) & 0x3f)
+      bytes[pos++] = 0x80 | (code & 0x3f)
+    } else {
+      bytes[pos++] = 0xf0 | (code >> 18)
+      bytes[pos++] = 0x80 | ((code >> 12) & 0x3f)
+      bytes[pos++] = 0x80 | ((code >> 6) & 0x3f)
+      bytes[pos++] = 0x80 | (code & 0x3f)
+    }
+  }
+  return pos
+}
+
+/** Writes an AffiliateSnapshot of `size` body bytes, its ID `idLength` bytes long; returns the position after it. */
+const putAffiliate = (
+  bytes: Uint8Array,
+  pos: number,
+  affiliate: Affiliate,
+  size: number,
+  idLength: number,
+  now: number
+): number => {
+  const record = affiliate.unsafeRecord
+  const layout = affiliate.unsafeLayout
+  bytes[pos++] = 0x12
+  pos = putVarint(bytes, pos, size)
+  if (idLength > 0) {
+    bytes[pos++] = 0x0a
+    pos = putVarint(bytes, pos, idLength)
+    pos = putString(bytes, pos, affiliate.id, idLength)
+  }
+  const dataEnd = layout[1]!
+  if (dataEnd > 0) {
+    bytes[pos++] = 0x1a
+    pos = putVarint(bytes, pos, dataEnd)
+    writeBytes(record, 0, dataEnd, bytes, pos)
+    pos += dataEnd
+  }
+  for (let j = 2; j < layout.length; j += 2) {
+    const start = layout[j - 1]!
+    const end = layout[j + 1]!
+    const seconds = ttlSeconds(layout[j]!, now)
+    bytes[pos++] = 0x22
+    pos = putVarint(bytes, pos, endpointSize(end - start, seconds))
+    if (end > start) {
+      bytes[pos++] = 0x12
+      pos = putVarint(bytes, pos, end - start)
+      writeBytes(record, start, end, bytes, pos)
+      pos += end - start
+    }
+    pos = putDuration(bytes, pos, 0x1a, seconds)
+  }
+  return putDuration(bytes, pos, 0x2a, ttlSeconds(layout[0]!, now))
+}
+
+/** Body bytes of an AffiliateSnapshot whose ID has `idLength` bytes. */
+const affiliateSize = (affiliate: Affiliate, idLength: number, now: number): number => {
+  const layout = affiliate.unsafeLayout
+  let size = idLength === 0 ? 0 : fieldSize(idLength)
+  if (layout[1]! > 0) size += fieldSize(layout[1]!)
+  for (let j = 2; j < layout.length; j += 2) {
+    size += fieldSize(endpointSize(layout[j + 1]! - layout[j - 1]!, ttlSeconds(layout[j]!, now)))
+  }
+  return size + fieldSize(durationSize(ttlSeconds(layout[0]!, now)))
+}
+
+/**
+ * The one buffer records are written into, handed to `emit` as a piece when
+ * the next record would take it past a piece's size. It grows up to that
+ * size (further for a larger record) and is then reused, so each piece is
+ * only valid during its `emit` call.
+ */
+class Pieces {
+  bytes: Uint8Array
+  pos = 0
+  private readonly pieceBytes: number
+  private readonly emit: (piece: Uint8Array) => void
+  constructor(pieceBytes: number, emit: (piece: Uint8Array) => void) {
+    this.pieceBytes = pieceBytes
+    this.emit = emit
+    this.bytes = new Uint8Array(Math.min(pieceBytes, 1 << 16))
+  }
+
+  /** Makes room for a record of `size` bytes. */
+  room(size: number): void {
+    if (this.pos + size <= this.bytes.length) return
+    if (this.pos > 0 && this.pos + size > this.pieceBytes) this.flush()
+    if (this.pos + size <= this.bytes.length) return
+    const grown = new Uint8Array(Math.max(this.pos + size, Math.min(2 * this.bytes.length, this.pieceBytes)))
+    grown.set(this.bytes.subarray(0, this.pos))
+    this.bytes = grown
+  }
+
+  /** Emits what the buffer holds. */
+  flush(): void {
+    if (this.pos === 0) return
+    this.emit(this.bytes.subarray(0, this.pos))
+    this.pos = 0
+  }
+}
+
+/**
+ * The size of the pieces `encodeTo` emits by default: 1 MiB, small enough
+ * for the buffer to stay in the processor's cache.
+ *
+ * @category encoding
+ * @since 0.1.0
+ */
+export const defaultPieceBytes = 1024 * 1024
+
+/**
+ * Encodes clusters as the snapshot file, with every TTL measured from `now`
+ * (ms since the epoch). Runs in one synchronous step, so the snapshot is
+ * consistent across all clusters. Clusters with no affiliates are written as
+ * a record holding only the ID; an empty iterable gives empty bytes.
+ *
+ * @category encoding
+ * @since 0.1.0
+ */
+export const encode = (clusters: Iterable<ClusterEntry>, now: number): EncodedSnapshot => {
+  const pieces: Array<Uint8Array> = []
+  const contents = encodeTo(clusters, now, (piece) => {
+    pieces.push(piece.slice())
+  })
+  const bytes = pieces.length === 1 ? pieces[0]! : new Uint8Array(contents.size)
+  if (pieces.length > 1) {
+    let offset = 0
+    for (const piece of pieces) {
+      bytes.set(piece, offset)
+      offset += piece.length
+    }
+  }
+  return {
+    bytes,
+    clusters: contents.clusters,
+    affiliates: contents.affiliates,
+    endpoints: contents.endpoints,
+    oversized: contents.oversized
+  }
+}
+
+/**
+ * `encode`, handing the bytes to `emit` as they are written, in pieces of
+ * whole cluster records of about `pieceBytes` (a larger record is a piece of
+ * its own), so a snapshot never needs a buffer of its size. Still one
+ * synchronous step. Every piece is a view of the same buffer, overwritten
+ * once `emit` returns: the receiver writes or copies it before that.
+ *
+ * @category encoding
+ * @since 0.1.0
+ */
+export const encodeTo = (
+  clusters: Iterable<ClusterEntry>,
+  now: number,
+  emit: (piece: Uint8Array) => void,
+  pieceBytes: number = defaultPieceBytes
+): SnapshotContents => {
+  const out = new Pieces(pieceBytes, emit)
+  // One cluster's affiliates, sizes and ID lengths: sized first, then written while still in cache.
+  const members: Array<Affiliate> = []
+  let sizes = new Float64Array(64)
+  let idLengths = new Float64Array(64)
+  const oversized: Array<string> = []
+  let total = 0
+  let clusterCount = 0
+  let affiliateCount = 0
+  let endpointCount = 0
+  for (const cluster of clusters) {
+    const count = cluster.affiliates.size
+    if (count > sizes.length) {
+      sizes = new Float64Array(2 * count)
+      idLengths = new Float64Array(2 * count)
+    }
+    const idLength = utf8Length(cluster.id)
+    let clusterSize = idLength === 0 ? 0 : fieldSize(idLength)
+    let endpoints = 0
+    let n = 0
+    for (const entry of cluster.affiliates.values()) {
+      const affiliate = entry instanceof Affiliate ? entry : Affiliate.fromEntry(entry)
+      const affiliateIdLength = utf8Length(affiliate.id)
+      const size = affiliateSize(affiliate, affiliateIdLength, now)
+      members[n] = affiliate
+      sizes[n] = size
+      idLengths[n++] = affiliateIdLength
+      clusterSize += fieldSize(size)
+      endpoints += affiliate.endpointCount
+    }
+    if (clusterSize > maxClusterSize) {
+      oversized.push(cluster.id)
+      members.length = 0
+      continue
+    }
+    const recordSize = fieldSize(clusterSize)
+    out.room(recordSize)
+    const bytes = out.bytes
+    let pos = out.pos
+    bytes[pos++] = 0x0a
+    pos = putVarint(bytes, pos, clusterSize)
+    if (idLength > 0) {
+      bytes[pos++] = 0x0a
+      pos = putVarint(bytes, pos, idLength)
+      pos = putString(bytes, pos, cluster.id, idLength)
+    }
+    for (let i = 0; i < n; i++) pos = putAffiliate(bytes, pos, members[i]!, sizes[i]!, idLengths[i]!, now)
+    out.pos = pos
+    members.length = 0
+    total += recordSize
+    clusterCount++
+    affiliateCount += n
+    endpointCount += endpoints
+  }
+  out.flush()
+  return { clusters: clusterCount, affiliates: affiliateCount, endpoints: endpointCount, oversized, size: total }
+}
