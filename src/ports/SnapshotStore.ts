@@ -67,16 +67,18 @@ export class SnapshotStore extends Context.Service<
     /** Where the snapshot lives, for logs (a file path, or `memory`). */
     readonly location: string
     /**
-     * The last snapshot saved, or `None` when there is none yet. The bytes are
-     * handed over: the caller may detach their buffer once it has read them,
-     * so return bytes no one else uses.
+     * The last snapshot saved, whole, or `None` when there is none yet (for
+     * tools and tests; the service starts from `read`). The bytes are handed
+     * over: the caller may detach their buffer once it has read them, so
+     * return bytes no one else uses.
      */
     readonly load: Effect.Effect<Option.Option<Uint8Array>, SnapshotStoreError>
     /**
      * Hands the last snapshot saved to `reader` as it is read, in pieces of
      * the store's choosing (so a large snapshot never needs a buffer of its
      * size), and returns whether there was one. A reader that throws fails
-     * the read as a read error does.
+     * the read as a read error does. The service loads its state through it
+     * at start.
      */
     readonly read: (reader: SnapshotReader) => Effect.Effect<boolean, SnapshotStoreError>
     /**

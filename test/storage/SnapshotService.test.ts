@@ -10,7 +10,7 @@ import { ClusterState } from "../../src/core/server/ClusterState.ts"
 import { decode } from "../../src/core/server/SnapshotCodec.ts"
 import type { SnapshotOptions } from "../../src/core/server/SnapshotService.ts"
 import { SnapshotService } from "../../src/core/server/SnapshotService.ts"
-import type { SnapshotWriter } from "../../src/ports/SnapshotStore.ts"
+import type { SnapshotReader, SnapshotWriter } from "../../src/ports/SnapshotStore.ts"
 import {
   makeMemorySnapshotStore,
   SnapshotStore,
@@ -62,7 +62,7 @@ const recordingStore = (
     Effect.map(makeMemorySnapshotStore(options.initial), (store) =>
       SnapshotStore.of({
         ...store,
-        load: Effect.tap(store.load, () => Effect.sync(() => events.push("load"))),
+        read: (reader) => Effect.tap(store.read(reader), () => Effect.sync(() => events.push("load"))),
         save: (snapshot) =>
           Effect.tap(options.save ? options.save(store, snapshot) : store.save(snapshot), () =>
             Effect.sync(() => events.push("save"))
@@ -224,37 +224,50 @@ describe("SnapshotService", () => {
     }).pipe(Effect.provide(layer))
   })
 
-  it.effect(
-    "frees the loaded snapshot's buffer at once, keeping its own copy of the state, and saves it in pieces",
-    () =>
-      Effect.gen(function* () {
-        yield* TestClock.setTime(now)
-        const { bytes } = smallSnapshot()
-        const handedOver = bytes.slice()
-        const saved: Array<Array<Uint8Array>> = []
-        const store = Layer.succeed(SnapshotStore, {
-          location: "test",
-          load: Effect.succeed(Option.some(handedOver)),
-          read: () => Effect.die("not used"),
-          save: (snapshot: Uint8Array | SnapshotWriter) => Effect.sync(() => saved.push(snapshotPieces(snapshot))),
-          moveAside: Effect.succeed(Option.none())
-        })
-        const { context, scope } = yield* open(lifecycle(store))
-        assert.isTrue(handedOver.buffer.detached, "the buffer the store handed over is released")
-        const exported = yield* Effect.flatMap(ClusterState, (state) => state.exportSnapshot).pipe(
-          Effect.provideContext(context)
-        )
-        assert.deepStrictEqual(decode(exported.bytes, now).clusters, decode(bytes, now).clusters)
-        yield* Scope.close(scope, Exit.void)
-        assert.strictEqual(saved.length, 1)
-        const pieces = saved[0]!
-        const whole = new Uint8Array(pieces.reduce((size, piece) => size + piece.length, 0))
-        pieces.reduce((offset, piece) => {
-          whole.set(piece, offset)
-          return offset + piece.length
-        }, 0)
-        assert.deepStrictEqual(decode(whole, now).clusters, decode(bytes, now).clusters)
+  it.effect("imports the snapshot as the store reads it, piece by piece, and saves it in pieces", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(now)
+      const { bytes } = smallSnapshot()
+      const pieceSize = 7
+      const saved: Array<Array<Uint8Array>> = []
+      let calls = 0
+      const store = Layer.succeed(SnapshotStore, {
+        location: "test",
+        load: Effect.die("not used"),
+        read: (reader: SnapshotReader) =>
+          Effect.sync(() => {
+            let pending = new Uint8Array(0)
+            for (let offset = 0; offset < bytes.length; offset += pieceSize) {
+              const next = new Uint8Array(pending.length + Math.min(pieceSize, bytes.length - offset))
+              next.set(pending)
+              next.set(bytes.subarray(offset, offset + pieceSize), pending.length)
+              const final = offset + pieceSize >= bytes.length
+              calls++
+              const consumed = reader(next, final)
+              pending = next.slice(consumed)
+              next.fill(0)
+            }
+            return true
+          }),
+        save: (snapshot: Uint8Array | SnapshotWriter) => Effect.sync(() => saved.push(snapshotPieces(snapshot))),
+        moveAside: Effect.succeed(Option.none())
       })
+      const { context, scope } = yield* open(lifecycle(store))
+      assert.isAbove(calls, 1, "the snapshot arrives in several pieces")
+      const exported = yield* Effect.flatMap(ClusterState, (state) => state.exportSnapshot).pipe(
+        Effect.provideContext(context)
+      )
+      assert.deepStrictEqual(decode(exported.bytes, now).clusters, decode(bytes, now).clusters)
+      yield* Scope.close(scope, Exit.void)
+      assert.strictEqual(saved.length, 1)
+      const pieces = saved[0]!
+      const whole = new Uint8Array(pieces.reduce((size, piece) => size + piece.length, 0))
+      pieces.reduce((offset, piece) => {
+        whole.set(piece, offset)
+        return offset + piece.length
+      }, 0)
+      assert.deepStrictEqual(decode(whole, now).clusters, decode(bytes, now).clusters)
+    })
   )
 
   it.effect("logs state loaded and state saved with their fields", () => {
@@ -350,7 +363,7 @@ describe("SnapshotService", () => {
         Effect.map(FileSnapshotStore.make({ path }), (store) =>
           SnapshotStore.of({
             ...store,
-            load: Effect.fail(new SnapshotStoreError({ operation: "load", message: "EIO" }))
+            read: () => Effect.fail(new SnapshotStoreError({ operation: "load", message: "EIO" }))
           })
         )
       )

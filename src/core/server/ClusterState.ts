@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import type { Scope, Stream as StreamT } from "effect"
-import { Cause, Clock, Context, Duration, Effect, Layer, Queue, Stream } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Layer, Option, Queue, Stream } from "effect"
 import type {
   AffiliateDeleteRequest,
   AffiliateUpdateRequest,
@@ -85,6 +85,14 @@ export class ClusterState extends Context.Service<
     readonly snapshotWriter: Effect.Effect<(emit: (piece: Uint8Array) => void) => SnapshotContents>
     /** Adds the clusters of a snapshot; never fails, damaged parts are reported in `skipped`. */
     readonly importSnapshot: (bytes: Uint8Array) => Effect.Effect<SnapshotImport>
+    /**
+     * `importSnapshot` over a snapshot that `read` hands over piece by piece
+     * (see `SnapshotCodec.SnapshotDecoder`), with the same result as over its
+     * whole bytes; `None` when `read` found no snapshot.
+     */
+    readonly importSnapshotFrom: <E>(
+      read: (reader: (bytes: Uint8Array, final: boolean) => number) => Effect.Effect<boolean, E>
+    ) => Effect.Effect<Option.Option<SnapshotImport>, E>
   }
 >()("talos-discovery/ClusterState") {
   /** The state with the default caps. */
@@ -174,12 +182,27 @@ export const make = Effect.fnUntraced(function* (caps: StoreCaps) {
       })
     ),
     importSnapshot: (bytes) =>
-      Clock.clockWith((clock) => Effect.sync(() => importSnapshot(store, bytes, clock.currentTimeMillisUnsafe())))
+      Clock.clockWith((clock) =>
+        Effect.sync(() => {
+          const now = clock.currentTimeMillisUnsafe()
+          return restoreSnapshot(store, SnapshotCodec.decode(bytes, now), now)
+        })
+      ),
+    importSnapshotFrom: (read) =>
+      Clock.clockWith((clock) =>
+        Effect.suspend(() => {
+          const now = clock.currentTimeMillisUnsafe()
+          const decoder = new SnapshotCodec.SnapshotDecoder(now)
+          return Effect.map(
+            read((bytes, final) => decoder.feed(bytes, 0, bytes.length, final)),
+            (found) => (found ? Option.some(restoreSnapshot(store, decoder.result(), now)) : Option.none())
+          )
+        })
+      )
   })
 })
 
-const importSnapshot = (store: ClusterStore, bytes: Uint8Array, now: number): SnapshotImport => {
-  const decoded = SnapshotCodec.decode(bytes, now)
+const restoreSnapshot = (store: ClusterStore, decoded: SnapshotCodec.DecodedSnapshot, now: number): SnapshotImport => {
   const skipped = [...decoded.skipped]
   let clusters = 0
   let affiliates = 0

@@ -226,31 +226,16 @@ const moveAside = (store: Context.Service.Shape<typeof SnapshotStore>) =>
     )
   )
 
-/**
- * Frees a loaded snapshot's memory now (it can be hundreds of MB) rather than
- * at some later full garbage collection: the store handed the bytes over, and
- * the imported state holds copies, so their buffer is detached when it is the
- * bytes' alone.
- */
-const release = (bytes: Uint8Array): void => {
-  const buffer = bytes.buffer
-  if (!(buffer instanceof ArrayBuffer) || buffer.detached) return
-  if (bytes.byteOffset === 0 && bytes.byteLength === buffer.byteLength) buffer.transfer(0)
-}
-
 const loadWith = (
   state: Context.Service.Shape<typeof ClusterState>,
   store: Context.Service.Shape<typeof SnapshotStore>
 ): Effect.Effect<LoadOutcome> =>
   Effect.gen(function* () {
     const read = Effect.gen(function* () {
-      const loaded = yield* Effect.result(store.load)
-      if (loaded._tag === "Failure") return { _tag: "Failure", error: loaded.failure } as const
-      if (Option.isNone(loaded.success)) return { _tag: "Missing" } as const
-      const bytes = loaded.success.value
-      const imported = yield* state.importSnapshot(bytes)
-      release(bytes)
-      return { _tag: "Imported", imported } as const
+      const imported = yield* Effect.result(state.importSnapshotFrom(store.read))
+      if (imported._tag === "Failure") return { _tag: "Failure", error: imported.failure } as const
+      if (Option.isNone(imported.success)) return { _tag: "Missing" } as const
+      return { _tag: "Imported", imported: imported.success.value } as const
     })
     const [duration, result] = yield* Effect.timed(read)
     switch (result._tag) {
