@@ -434,5 +434,21 @@ describe("ClusterStore", () => {
       assert.deepStrictEqual(plainList(store.list("c1")), [af("a1", "data-a1", [endpoint(1), endpoint(2)])])
       assert.deepStrictEqual(store.stats(), { clusters: 1, affiliates: 1, endpoints: 2, watches: 0 })
     })
+
+    it("takes over a decoded map of affiliates as the cluster's own, without the expired ones", () => {
+      const store = new ClusterStore()
+      const affiliates = new Map([
+        ["a1", entry("a1", minute, [[1, minute]])],
+        ["a2", entry("a2", -1, [[2, minute]])],
+        ["a3", entry("a3", minute, [[3, -1]])]
+      ])
+      const decoded = decode(encode([{ id: "c1", affiliates }], now).bytes, now).clusters[0]!.affiliates
+      const report = store.restore("c1", decoded, now + 1)
+      assert.deepStrictEqual(report, { affiliates: 2, endpoints: 1, expiredAffiliates: 1, expiredEndpoints: 2 })
+      assert.strictEqual(store.clusters.get("c1")!.affiliates, decoded)
+      assert.deepStrictEqual([...decoded.keys()], ["a1", "a3"])
+      assert.deepStrictEqual(plainList(store.list("c1")), [af("a1", "data-a1", [endpoint(1)]), af("a3", "data-a3", [])])
+      assert.isUndefined(store.restore("c1", new Map(), now))
+    })
   })
 })

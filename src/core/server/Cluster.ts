@@ -19,16 +19,20 @@ const noSinks: ReadonlyArray<WatchSink> = []
  * @since 0.1.0
  */
 export class Cluster {
-  readonly affiliates = new Map<string, Affiliate>()
+  readonly affiliates: Map<string, Affiliate>
   /** Created with the first watcher: most clusters never have one, and an empty Set costs ~100 bytes. */
   private sinks: Set<WatchSink> | undefined = undefined
   revision = 0
   readonly id: string
   private readonly release: () => void
-  /** `release` is called once for each watcher cut off for falling behind. */
-  constructor(id: string, release: () => void) {
+  /**
+   * `release` is called once for each watcher cut off for falling behind;
+   * `affiliates`, when given, becomes the cluster's own map.
+   */
+  constructor(id: string, release: () => void, affiliates = new Map<string, Affiliate>()) {
     this.id = id
     this.release = release
+    this.affiliates = affiliates
   }
 
   /** True when nothing keeps the cluster alive: no affiliate and no watcher. */

@@ -210,7 +210,7 @@ const restoreSnapshot = (store: ClusterStore, decoded: SnapshotCodec.DecodedSnap
   let expiredAffiliates = 0
   let expiredEndpoints = 0
   for (const cluster of decoded.clusters) {
-    const report = store.restore(cluster.id, cluster.affiliates.values(), now)
+    const report = store.restore(cluster.id, cluster.affiliates, now)
     if (report === undefined) {
       skipped.push({ offset: -1, length: 0, reason: `cluster ${JSON.stringify(cluster.id)} is already in memory` })
       continue

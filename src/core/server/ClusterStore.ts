@@ -212,10 +212,17 @@ export class ClusterStore {
    * watches yet). What has expired at `now` is dropped by GC's rules. A cluster
    * already held is left alone and `undefined` is returned. Entries that are
    * {@link Affiliate} instances (as the snapshot decoder returns them) are
-   * taken over, not copied: the caller hands them to the store.
+   * taken over, not copied: the caller hands them to the store. A `Map` of
+   * affiliates by ID (as the decoder returns it) is taken over too and
+   * becomes the cluster's own.
    */
-  restore(clusterId: string, affiliates: Iterable<AffiliateEntry>, now: number): RestoreReport | undefined {
+  restore(
+    clusterId: string,
+    affiliates: Iterable<AffiliateEntry> | Map<string, Affiliate>,
+    now: number
+  ): RestoreReport | undefined {
     if (this.clusters.has(clusterId)) return undefined
+    if (affiliates instanceof Map) return this.adopt(clusterId, affiliates, now)
     const cluster = new Cluster(clusterId, this.releaseWatch)
     let kept = 0
     let endpoints = 0
@@ -236,6 +243,26 @@ export class ClusterStore {
     }
     this.clusters.set(clusterId, cluster)
     return { affiliates: kept, endpoints, expiredAffiliates, expiredEndpoints }
+  }
+
+  /** `restore` of a map the store takes over: only expired affiliates are removed from it. */
+  private adopt(clusterId: string, affiliates: Map<string, Affiliate>, now: number): RestoreReport {
+    let endpoints = 0
+    let expiredAffiliates = 0
+    let expiredEndpoints = 0
+    for (const [id, affiliate] of affiliates) {
+      const stored = affiliate.endpointCount
+      if (affiliate.expire(now) === "expired") {
+        affiliates.delete(id)
+        expiredAffiliates++
+        expiredEndpoints += stored
+        continue
+      }
+      expiredEndpoints += stored - affiliate.endpointCount
+      endpoints += affiliate.endpointCount
+    }
+    this.clusters.set(clusterId, new Cluster(clusterId, this.releaseWatch, affiliates))
+    return { affiliates: affiliates.size, endpoints, expiredAffiliates, expiredEndpoints }
   }
 
   /** Ends every open watch with the given failure, as on shutdown. */

@@ -68,7 +68,8 @@ export interface ClusterEntry {
  * @since 0.1.0
  */
 export interface DecodedCluster extends ClusterEntry {
-  readonly affiliates: ReadonlyMap<string, Affiliate>
+  /** Handed over: `ClusterStore.restore` makes it the cluster's own map. */
+  readonly affiliates: Map<string, Affiliate>
 }
 
 /**
