@@ -2,8 +2,10 @@
  * The contract suite over gRPC:
  *
  * - "grpc loopback": our `GrpcServer` on 127.0.0.1:0 over `TestDiscovery`,
- *   reached through our `GrpcClient`. Both are built inside each case, so the
- *   server's handlers read the case's `TestClock`, and GC runs on demand.
+ *   reached through our `GrpcClient`, on each of the server's transports
+ *   (http2, grpc-js), with the push and the Stream form of Watch. Both are
+ *   built inside each case, so the server's handlers read the case's
+ *   `TestClock`, and GC runs on demand.
  * - "external": any server named by `DISCOVERY_CONTRACT_TARGET=host:port`
  *   (plaintext h2c), for example the original Go service started with
  *   `-gc-interval 1s`. It is not ours and its time cannot be controlled, so only
@@ -28,7 +30,11 @@ import { externalTarget } from "./externalTarget.ts"
  * (`ClusterApi.subscribe`), so the server falls back to the Stream form, as it
  * does for any `ClusterApi` without it.
  */
-const loopback = (options: ServerOptions = {}, streamWatch = false): Layer.Layer<ClusterApi | ClusterState, unknown> =>
+const loopback = (
+  transport: GrpcServer.Transport,
+  options: ServerOptions = {},
+  streamWatch = false
+): Layer.Layer<ClusterApi | ClusterState, unknown> =>
   Layer.effectContext(
     Effect.gen(function* () {
       const built = yield* Layer.build(TestDiscovery.layer(options))
@@ -38,6 +44,7 @@ const loopback = (options: ServerOptions = {}, streamWatch = false): Layer.Layer
       // No rate limiting: the suite makes over a thousand calls from one address and its TestClock never refills a bucket.
       const { port } = yield* GrpcServer.make({
         address: "127.0.0.1:0",
+        transport,
         shutdownTimeout: "1 second",
         rateLimit: false
       }).pipe(Effect.provide(core))
@@ -46,10 +53,15 @@ const loopback = (options: ServerOptions = {}, streamWatch = false): Layer.Layer
     })
   )
 
-for (const streamWatch of [false, true]) {
+for (const [transport, streamWatch] of [
+  ["http2", false],
+  ["http2", true],
+  ["grpc-js", false],
+  ["grpc-js", true]
+] as const) {
   clusterApiSuite({
-    name: `grpc loopback${streamWatch ? ", Stream watch" : ""}`,
-    layer: loopback({}, streamWatch),
+    name: `grpc loopback over ${transport}${streamWatch ? ", Stream watch" : ""}`,
+    layer: loopback(transport, {}, streamWatch),
     ours: true,
     time: {
       _tag: "TestClock",
@@ -61,7 +73,11 @@ for (const streamWatch of [false, true]) {
       Effect.flatMap(ClusterState, (state) => state.stats),
       (stats) => stats.clusters
     ),
-    caps: { layer: loopback({ caps: { maxClusters: 3, maxWatches: 3 } }, streamWatch), maxClusters: 3, maxWatches: 3 },
+    caps: {
+      layer: loopback(transport, { caps: { maxClusters: 3, maxWatches: 3 } }, streamWatch),
+      maxClusters: 3,
+      maxWatches: 3
+    },
     slowWatcher: { overflowAfter: 400, exact: false },
     rawStrings: false,
     timeout: 30_000

@@ -10,7 +10,10 @@
  * first: the request log, the per-client rate limiter, the metrics, then the
  * handler; so a call the limiter refuses is logged but not counted. The
  * standalone server adds TLS with certificate reload, the standard health
- * service and server reflection.
+ * service and server reflection. It runs on the lean `node:http2` transport
+ * of `./http2/Http2Server.ts` unless told to use grpc-js (which it does by
+ * itself for caller-supplied credentials it cannot serve); the mounted form
+ * is grpc-js, whose server the application runs.
  *
  * @since 0.1.0
  */
@@ -48,6 +51,7 @@ import {
   listResponseToProto
 } from "./codec.ts"
 import * as Health from "./health.ts"
+import { Http2Server } from "./http2/Http2Server.ts"
 import type { MethodMetrics } from "./metrics.ts"
 import { clusterMetrics, goCodeNames, helloRequests, parseVersion, seed } from "./metrics.ts"
 import type { RateLimitOptions } from "./rateLimit.ts"
@@ -55,9 +59,10 @@ import * as RateLimit from "./rateLimit.ts"
 import * as Reflection from "./reflection.ts"
 import type { GrpcStatus } from "./status.ts"
 import { fromCause } from "./status.ts"
-import type { TlsOptions } from "./tls.ts"
+import type { KeyPairSource, TlsOptions } from "./tls.ts"
 import * as Tls from "./tls.ts"
 import { TlsError } from "./tls.ts"
+import type { WritableCall } from "./watchSink.ts"
 import { CallSink, FanOut } from "./watchSink.ts"
 
 export { TlsError } from "./tls.ts"
@@ -103,6 +108,25 @@ export interface HandlerOptions extends TrustOptions {
 }
 
 /**
+ * Which server carries the standalone layer's calls: `"http2"`, a gRPC
+ * server written directly on `node:http2` (less CPU per call), or
+ * `"grpc-js"`'s `grpc.Server`.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Transport = "http2" | "grpc-js"
+
+/**
+ * What services are registered on: grpc-js's `grpc.Server`, or the http2
+ * transport's server, which offers the same two methods.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type ServiceHost = Pick<grpc.Server, "addService" | "removeService">
+
+/**
  * How the standalone server listens and stops.
  *
  * @category models
@@ -111,7 +135,12 @@ export interface HandlerOptions extends TrustOptions {
 export interface ServerOptions extends HandlerOptions {
   /** `host:port` to listen on (default `0.0.0.0:3000`; port 0 picks a free one). */
   readonly address?: string | undefined
-  /** Transport security as grpc-js credentials (default plaintext h2c). Not together with `tls`. */
+  /**
+   * Transport security as grpc-js credentials (default plaintext h2c). Not
+   * together with `tls`. The http2 transport serves insecure credentials
+   * and those of `Tls.watchedCredentials`; any other secure credentials make
+   * the default transport grpc-js.
+   */
   readonly credentials?: grpc.ServerCredentials | undefined
   /**
    * TLS from a PEM certificate file and key file, reloaded when they change
@@ -125,8 +154,17 @@ export interface ServerOptions extends HandlerOptions {
   readonly reflection?: boolean | undefined
   /** How long a graceful stop may take before open connections are cut (default 5 seconds). */
   readonly shutdownTimeout?: Duration.Input | undefined
-  /** Extra grpc-js server options, applied over `serverChannelOptions`. */
+  /**
+   * Extra grpc-js server options, applied over `serverChannelOptions`. The
+   * http2 transport reads `grpc.max_receive_message_length`,
+   * `grpc.max_send_message_length` and `grpc.max_concurrent_streams` of them.
+   */
   readonly channelOptions?: grpc.ServerOptions | undefined
+  /**
+   * The server that carries the calls (default `"http2"`, or `"grpc-js"` when
+   * `credentials` are secure credentials the http2 transport cannot serve).
+   */
+  readonly transport?: Transport | undefined
 }
 
 /**
@@ -174,19 +212,33 @@ export class BindError extends Schema.TaggedError<BindError>()("BindError", {
 export class GrpcServer extends Context.Service<
   GrpcServer,
   {
-    readonly server: grpc.Server
+    /** Where more services can be added. */
+    readonly server: ServiceHost
     readonly port: number
+    readonly transport: Transport
   }
 >()("talos-discovery/grpc/GrpcServer") {}
 
-type Call = NodeJS.EventEmitter & {
+/** What the handlers use of a call, on either transport. */
+interface Call {
   readonly cancelled: boolean
   readonly metadata: grpc.Metadata
   getPeer(): string
   getDeadline(): grpc.Deadline
+  on(event: "cancelled", listener: () => void): unknown
 }
 
-type WatchCall = grpc.ServerWritableStream<DecodedRequest<ProtoWatchRequest>, Uint8Array>
+interface UnaryCall<Request> extends Call {
+  readonly request: Request
+}
+
+interface WatchCall extends Call, WritableCall {
+  readonly request: DecodedRequest<ProtoWatchRequest>
+  end(): unknown
+  emit(event: "error", status: GrpcStatus): unknown
+  on(event: "cancelled" | "drain" | "close", listener: () => void): unknown
+  off(event: "drain" | "close", listener: () => void): unknown
+}
 
 const awaitDrain = (call: WatchCall): Effect.Effect<void> =>
   Effect.callback<void>((resume) => {
@@ -306,11 +358,11 @@ const methods = {
 }
 
 /**
- * Mounts the Cluster service on a grpc-js server the caller runs, serving the
- * `ClusterApi` of the current context. Handlers run with this context (its
- * logger, clock and metric registry). When the scope closes, every open call
- * ends with UNAVAILABLE (`server is shutting down`) and the service is
- * removed; the server itself is left running. Dies with a RangeError for
+ * Mounts the Cluster service on a grpc-js server the caller runs (or any
+ * `ServiceHost`), serving the `ClusterApi` of the current context. Handlers
+ * run with this context (its logger, clock and metric registry). When the
+ * scope closes, every open call ends with UNAVAILABLE (`server is shutting
+ * down`) and the service is removed; the server itself is left running. Dies with a RangeError for
  * invalid rate limit settings. The health and reflection services are not
  * added here (the application may have its own); `Health.register` and
  * `Reflection.register` add them to any server.
@@ -319,7 +371,7 @@ const methods = {
  * @since 0.1.0
  */
 export const register = (
-  server: grpc.Server,
+  server: ServiceHost,
   options: HandlerOptions = {}
 ): Effect.Effect<void, never, ClusterApi | Scope.Scope> =>
   Effect.gen(function* () {
@@ -516,7 +568,7 @@ export const register = (
         ) => Effect.Effect<A, DiscoveryError>,
         encode: (value: A) => Response
       ) =>
-      (call: grpc.ServerUnaryCall<DecodedRequest<Request>, Response>, callback: grpc.sendUnaryData<Response>) =>
+      (call: UnaryCall<DecodedRequest<Request>>, callback: grpc.sendUnaryData<Response>) =>
         start(method, call, call.request, handler, unaryReply(callback, encode))
 
     const hello = onMessage((message: ProtoHelloRequest, address) => api.hello(helloRequestFromProto(message, address)))
@@ -574,14 +626,51 @@ export const register = (
     )
   })
 
-const bind = (server: grpc.Server, address: string, credentials: grpc.ServerCredentials) =>
-  Effect.callback<number, BindError>((resume) => {
-    server.bindAsync(address, credentials, (error, port) =>
-      resume(error ? Effect.fail(new BindError({ address, message: error.message })) : Effect.succeed(port))
-    )
-  })
+/** How a server stops: grpc-js's two methods, which the http2 transport's server offers too. */
+interface Stoppable {
+  tryShutdown(callback: (error?: Error) => void): void
+  forceShutdown(): void
+}
 
-const shutdown = (server: grpc.Server, timeoutMillis: number) =>
+/** A standalone server before it listens. */
+interface Host {
+  readonly server: ServiceHost & Stoppable
+  readonly bind: (address: string) => Effect.Effect<number, BindError>
+}
+
+/** The transport a standalone server runs on, with what it needs to secure its connections. */
+type Listener =
+  | { readonly transport: "grpc-js"; readonly credentials: grpc.ServerCredentials }
+  | { readonly transport: "http2"; readonly keyPair: KeyPairSource | undefined }
+
+const bound =
+  (address: string, resume: (effect: Effect.Effect<number, BindError>) => void) =>
+  (error: Error | null, port: number) =>
+    resume(error ? Effect.fail(new BindError({ address, message: error.message })) : Effect.succeed(port))
+
+const grpcJsHost = (credentials: grpc.ServerCredentials, options: grpc.ServerOptions): Host => {
+  const server = new grpc.Server(options)
+  return {
+    server,
+    bind: (address) =>
+      Effect.callback<number, BindError>((resume) => server.bindAsync(address, credentials, bound(address, resume)))
+  }
+}
+
+const http2Host = (keyPair: KeyPairSource | undefined, options: grpc.ServerOptions): Host => {
+  const server = new Http2Server({
+    maxReceiveMessageLength: options["grpc.max_receive_message_length"],
+    maxSendMessageLength: options["grpc.max_send_message_length"],
+    maxConcurrentStreams: options["grpc.max_concurrent_streams"],
+    keyPair
+  })
+  return {
+    server,
+    bind: (address) => Effect.callback<number, BindError>((resume) => server.bindAsync(address, bound(address, resume)))
+  }
+}
+
+const shutdown = (server: Stoppable, timeoutMillis: number) =>
   Effect.callback<void>((resume) => {
     const timer = setTimeout(() => {
       server.forceShutdown()
@@ -593,25 +682,54 @@ const shutdown = (server: grpc.Server, timeoutMillis: number) =>
     })
   })
 
-const credentialsOf = (options: ServerOptions): Effect.Effect<grpc.ServerCredentials, TlsError, Scope.Scope> => {
+/**
+ * The transport and its security: TLS paths are watched, credentials from
+ * `Tls.watchedCredentials` give their key pair to the http2 transport, and
+ * other secure credentials need grpc-js.
+ */
+const listenerOf = (options: ServerOptions): Effect.Effect<Listener, TlsError, Scope.Scope> => {
   const paths = Tls.paths(options.tls ?? {})
   if (paths instanceof TlsError) return Effect.fail(paths)
-  if (paths === undefined) return Effect.succeed(options.credentials ?? grpc.ServerCredentials.createInsecure())
-  if (options.credentials !== undefined) {
+  const credentials = options.credentials
+  if (paths !== undefined && credentials !== undefined) {
     return Effect.fail(new TlsError({ message: "give either credentials or TLS certificate and key paths, not both" }))
   }
-  return Tls.watchedCredentials(paths.certificatePath, paths.keyPath)
+  const secure = credentials?._isSecure() === true
+  const source = credentials !== undefined && secure ? Tls.keyPairSourceOf(credentials) : undefined
+  const http2Capable = !secure || source !== undefined
+  const transport = options.transport ?? (http2Capable ? "http2" : "grpc-js")
+  if (transport === "grpc-js") {
+    if (paths === undefined) {
+      return Effect.succeed({ transport, credentials: credentials ?? grpc.ServerCredentials.createInsecure() })
+    }
+    return Effect.map(Tls.watchedCredentials(paths.certificatePath, paths.keyPath), (watched) => ({
+      transport,
+      credentials: watched
+    }))
+  }
+  if (!http2Capable) {
+    return Effect.fail(
+      new TlsError({
+        message:
+          "the http2 transport serves TLS from certificate and key paths or Tls.watchedCredentials only; use the grpc-js transport for other credentials"
+      })
+    )
+  }
+  if (paths === undefined) return Effect.succeed({ transport, keyPair: source })
+  return Effect.map(Tls.watchedKeyPair(paths.certificatePath, paths.keyPath), (keyPair) => ({ transport, keyPair }))
 }
 
 /**
  * Starts a standalone server for the `ClusterApi` of the context: creates a
- * grpc-js server, mounts the service with `register` (plus the health and
- * reflection services unless turned off) and listens on `options.address`,
- * over TLS when `options.tls` names a certificate and key. When the scope
- * closes, health turns NOT_SERVING, open calls end with UNAVAILABLE, then the
- * server stops gracefully, or by force after `shutdownTimeout`. The shutdown
- * wait uses real time, not Effect's clock. Fails with TlsError when the TLS
- * settings are incomplete or the key pair cannot be loaded.
+ * server on `options.transport`, mounts the service with `register` (plus
+ * the health and reflection services unless turned off) and listens on
+ * `options.address`, over TLS when `options.tls` names a certificate and key.
+ * When the scope closes, health turns NOT_SERVING, open calls end with
+ * UNAVAILABLE, then the server stops gracefully (GOAWAY; calls still running
+ * finish), or by force after `shutdownTimeout`. The shutdown wait uses real
+ * time, not Effect's clock. Fails with TlsError when the TLS settings are
+ * incomplete, the key pair cannot be loaded, or the http2 transport is asked
+ * to serve credentials it cannot.
  *
  * @category constructors
  * @since 0.1.0
@@ -622,19 +740,25 @@ export const make = (
   Effect.gen(function* () {
     const address = options.address ?? "0.0.0.0:3000"
     const timeoutMillis = Duration.toMillis(options.shutdownTimeout ?? "5 seconds")
-    const credentials = yield* credentialsOf(options)
-    const server = yield* Effect.acquireRelease(
-      Effect.sync(() => new grpc.Server({ ...serverChannelOptions, ...options.channelOptions })),
-      (server) => shutdown(server, timeoutMillis)
+    const listener = yield* listenerOf(options)
+    const channelOptions = { ...serverChannelOptions, ...options.channelOptions }
+    const host = yield* Effect.acquireRelease(
+      Effect.sync(() =>
+        listener.transport === "grpc-js"
+          ? grpcJsHost(listener.credentials, channelOptions)
+          : http2Host(listener.keyPair, channelOptions)
+      ),
+      (host) => shutdown(host.server, timeoutMillis)
     )
+    const server = host.server
     yield* register(server, options)
     const health = options.health !== false
     if (health) yield* Health.register(server, [serviceName])
     if (options.reflection !== false) {
       yield* Reflection.register(server, health ? yield* Health.fileDescriptorProtos : [])
     }
-    const port = yield* bind(server, address, credentials)
-    return GrpcServer.of({ server, port })
+    const port = yield* host.bind(address)
+    return GrpcServer.of({ server, port, transport: listener.transport })
   })
 
 /**

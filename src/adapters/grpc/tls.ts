@@ -6,12 +6,16 @@
  * that fails is logged and the pair in service stays; new handshakes get the
  * newest good pair, open connections keep theirs.
  *
- * It uses grpc-js's certificate-provider credentials
+ * The watched pair is a `KeyPairSource`, which the http2 transport serves
+ * directly (`setSecureContext` on its listener). For grpc-js it is wrapped in
+ * certificate-provider credentials
  * (`experimental.createCertificateProviderServerCredentials`), which swap the
- * secure context of the running listener. grpc-js's own
- * `FileWatcherCertificateProvider` is not used: it polls, and on a file it
- * cannot read or a pair Node rejects it takes the listener out of service
- * (every new connection is dropped) instead of keeping the old pair.
+ * secure context of the running listener; such credentials remember their
+ * source (`keyPairSourceOf`), so a server given them can use either
+ * transport. grpc-js's own `FileWatcherCertificateProvider` is not used: it
+ * polls, and on a file it cannot read or a pair Node rejects it takes the
+ * listener out of service (every new connection is dropped) instead of
+ * keeping the old pair.
  *
  * @since 0.1.0
  */
@@ -133,32 +137,81 @@ export const load = (certificatePath: string, keyPath: string): Effect.Effect<Ke
     })
   )
 
-/** Serves the newest key pair to grpc-js; listeners are told asynchronously, as grpc-js expects. */
-class KeyPairProvider implements grpc.experimental.CertificateProvider {
-  #current: grpc.experimental.IdentityCertificateUpdate
-  readonly #listeners = new Set<grpc.experimental.IdentityCertificateUpdateListener>()
+/**
+ * A key pair that can change: the one in service, and the changes to come.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface KeyPairSource {
+  readonly current: KeyPair
+  /** Calls `listener` with each new pair until the returned function is called. */
+  subscribe(listener: (pair: KeyPair) => void): () => void
+}
+
+/** The watched pair: the newest good one and who wants to hear of the next. */
+class WatchedKeyPair implements KeyPairSource {
+  current: KeyPair
+  readonly #listeners = new Set<(pair: KeyPair) => void>()
 
   constructor(pair: KeyPair) {
-    this.#current = { certificate: pair.certificate, privateKey: pair.privateKey }
+    this.current = pair
   }
 
   set(pair: KeyPair): void {
-    this.#current = { certificate: pair.certificate, privateKey: pair.privateKey }
-    for (const listener of this.#listeners) listener(this.#current)
+    this.current = pair
+    for (const listener of this.#listeners) listener(pair)
+  }
+
+  subscribe(listener: (pair: KeyPair) => void): () => void {
+    this.#listeners.add(listener)
+    return () => this.#listeners.delete(listener)
+  }
+}
+
+const toUpdate = (pair: KeyPair): grpc.experimental.IdentityCertificateUpdate => ({
+  certificate: pair.certificate,
+  privateKey: pair.privateKey
+})
+
+/** Serves a key pair source to grpc-js; listeners are told asynchronously, as grpc-js expects. */
+class KeyPairProvider implements grpc.experimental.CertificateProvider {
+  readonly #source: KeyPairSource
+  readonly #listeners = new Map<grpc.experimental.IdentityCertificateUpdateListener, () => void>()
+
+  constructor(source: KeyPairSource) {
+    this.#source = source
   }
 
   addCaCertificateListener(): void {}
   removeCaCertificateListener(): void {}
   addIdentityCertificateListener(listener: grpc.experimental.IdentityCertificateUpdateListener): void {
-    this.#listeners.add(listener)
+    this.#listeners.set(
+      listener,
+      this.#source.subscribe((pair) => listener(toUpdate(pair)))
+    )
     process.nextTick(() => {
-      if (this.#listeners.has(listener)) listener(this.#current)
+      if (this.#listeners.has(listener)) listener(toUpdate(this.#source.current))
     })
   }
   removeIdentityCertificateListener(listener: grpc.experimental.IdentityCertificateUpdateListener): void {
+    this.#listeners.get(listener)?.()
     this.#listeners.delete(listener)
   }
 }
+
+/** The source behind credentials made by `watchedCredentials`. */
+const sources = new WeakMap<grpc.ServerCredentials, KeyPairSource>()
+
+/**
+ * The key pair source of credentials made by `watchedCredentials`, or
+ * `undefined` for any other credentials.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const keyPairSourceOf = (credentials: grpc.ServerCredentials): KeyPairSource | undefined =>
+  sources.get(credentials)
 
 /** Waits on the real clock: file events happen in real time, whatever clock the fiber has. */
 const realDelay = (millis: number): Effect.Effect<void> =>
@@ -173,8 +226,8 @@ const settleMillis = 100
 const rewatchMillis = 5000
 
 /**
- * Server credentials from a certificate file and a key file, reloaded when
- * either changes, with the watches closed when the scope closes. Fails with
+ * The key pair of a certificate file and a key file, reloaded when either
+ * changes, with the watches closed when the scope closes. Fails with
  * TlsError when the pair cannot be loaded at start. Reloads are logged
  * (`TLS certificate reloaded` at Info, `TLS certificate reload failed, keeping
  * the previous one` at Error, with the paths and the reason).
@@ -182,12 +235,12 @@ const rewatchMillis = 5000
  * @category constructors
  * @since 0.1.0
  */
-export const watchedCredentials = (
+export const watchedKeyPair = (
   certificatePath: string,
   keyPath: string
-): Effect.Effect<grpc.ServerCredentials, TlsError, Scope.Scope> =>
+): Effect.Effect<KeyPairSource, TlsError, Scope.Scope> =>
   Effect.gen(function* () {
-    const provider = new KeyPairProvider(yield* load(certificatePath, keyPath))
+    const source = new WatchedKeyPair(yield* load(certificatePath, keyPath))
     const changed = yield* Queue.sliding<void>(1)
     // Each path's watcher and the file (inode) it watches; a file replaced by a rename is a new inode.
     const watchers = new Map<string, { readonly watcher: fs.FSWatcher; readonly inode: number }>()
@@ -240,7 +293,7 @@ export const watchedCredentials = (
     const reload = load(certificatePath, keyPath).pipe(
       Effect.flatMap((pair) =>
         Effect.andThen(
-          Effect.sync(() => provider.set(pair)),
+          Effect.sync(() => source.set(pair)),
           Effect.logInfo("TLS certificate reloaded")
         )
       ),
@@ -261,7 +314,27 @@ export const watchedCredentials = (
       yield* reload
     })
     yield* Effect.forkScoped(Effect.forever(loop))
+    return source
+  })
 
+/**
+ * grpc-js server credentials over `watchedKeyPair`: the same loading,
+ * reloading and logging. `keyPairSourceOf` finds the pair behind them.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const watchedCredentials = (
+  certificatePath: string,
+  keyPath: string
+): Effect.Effect<grpc.ServerCredentials, TlsError, Scope.Scope> =>
+  Effect.map(watchedKeyPair(certificatePath, keyPath), (source) => {
     // The first argument is the identity (certificate) provider, whatever grpc-js's parameter name says.
-    return grpc.experimental.createCertificateProviderServerCredentials(provider, null, false)
+    const credentials = grpc.experimental.createCertificateProviderServerCredentials(
+      new KeyPairProvider(source),
+      null,
+      false
+    )
+    sources.set(credentials, source)
+    return credentials
   })

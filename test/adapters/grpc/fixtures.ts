@@ -16,12 +16,27 @@ import type { ServerOptions as CoreOptions } from "../../../src/core/server/Disc
 import type { ClusterApi, WatchEvent } from "../../../src/ports/ClusterApi.ts"
 import type { DiscoveryError } from "../../../src/ports/DiscoveryError.ts"
 
+/** The standalone server's transports: the tests of the server run over each. */
+export const transports: ReadonlyArray<GrpcServer.Transport> = ["http2", "grpc-js"]
+
+let defaultTransport: GrpcServer.Transport = "http2"
+
+/**
+ * Makes `serverLayer` run on `transport` when its options name none, so a
+ * suite written for the default runs over another transport as it is.
+ */
+export const useTransport = (transport: GrpcServer.Transport): void => {
+  defaultTransport = transport
+}
+
 /** Our gRPC server on 127.0.0.1:0 over the in-process core, which stays reachable as `ClusterApi`. */
 export const serverLayer = (
   core: CoreOptions = {},
   server: GrpcServer.ServerOptions = {}
 ): Layer.Layer<GrpcServer.GrpcServer | ClusterApi | ClusterState, GrpcServer.BindError | GrpcServer.TlsError> =>
-  GrpcServer.layer({ address: "127.0.0.1:0", ...server }).pipe(Layer.provideMerge(TestDiscovery.layer(core)))
+  GrpcServer.layer({ address: "127.0.0.1:0", transport: defaultTransport, ...server }).pipe(
+    Layer.provideMerge(TestDiscovery.layer(core))
+  )
 
 /** The loopback target of the running server. */
 export const endpoint: Effect.Effect<string, never, GrpcServer.GrpcServer> = Effect.map(

@@ -1,0 +1,123 @@
+/**
+ * gRPC's length-prefixed messages on an HTTP/2 stream: each message is one
+ * flag byte (1 when compressed), a 4-byte big-endian length, then the
+ * payload. A message may be split over several DATA frames and one frame may
+ * carry several messages, so the reader keeps its place between chunks.
+ *
+ * @since 0.1.0
+ */
+
+/**
+ * Receives the messages a `MessageReader` finds, in order.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface MessageSink {
+  /** One whole message: its flag byte and its payload (a view of the received bytes when it came in one chunk). */
+  onMessage(flag: number, payload: Buffer): void
+}
+
+const headerLength = 5
+
+/**
+ * Splits received chunks into messages, rejecting one whose announced length
+ * is over `maxLength` (-1 means no limit) as soon as its prefix is read.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export class MessageReader {
+  private readonly maxLength: number
+  /** Prefix bytes read so far of the message being read (0 to 5). */
+  private prefixRead = 0
+  /** The prefix of a message split over chunks; allocated the first time one is. */
+  private prefix: Buffer | undefined
+  /** Payload bytes still missing of the message being read. */
+  private missing = 0
+  private parts: Array<Buffer> | undefined
+
+  constructor(maxLength: number) {
+    this.maxLength = maxLength
+  }
+
+  /**
+   * Reads `chunk`, handing each message it completes to `sink`. Returns the
+   * announced length of a message over the limit (reading stops there: the
+   * call is over), or -1.
+   */
+  read(chunk: Buffer, sink: MessageSink): number {
+    let at = 0
+    const end = chunk.length
+    while (at < end) {
+      if (this.prefixRead < headerLength) {
+        // The usual case: a whole prefix in this chunk, and often the whole message.
+        if (this.prefixRead === 0 && end - at >= headerLength) {
+          const length = chunk.readUInt32BE(at + 1)
+          if (this.maxLength !== -1 && length > this.maxLength) return length
+          if (end - at - headerLength >= length) {
+            sink.onMessage(chunk[at]!, chunk.subarray(at + headerLength, at + headerLength + length))
+            at += headerLength + length
+            continue
+          }
+          this.prefix ??= Buffer.alloc(headerLength)
+          chunk.copy(this.prefix, 0, at, at + headerLength)
+          this.prefixRead = headerLength
+          this.missing = length
+          at += headerLength
+          continue
+        }
+        const taken = Math.min(headerLength - this.prefixRead, end - at)
+        this.prefix ??= Buffer.alloc(headerLength)
+        chunk.copy(this.prefix, this.prefixRead, at, at + taken)
+        this.prefixRead += taken
+        at += taken
+        if (this.prefixRead < headerLength) break
+        const length = this.prefix.readUInt32BE(1)
+        if (this.maxLength !== -1 && length > this.maxLength) return length
+        this.missing = length
+        if (length === 0) this.complete(sink)
+        continue
+      }
+      const taken = Math.min(this.missing, end - at)
+      this.parts ??= []
+      this.parts.push(chunk.subarray(at, at + taken))
+      this.missing -= taken
+      at += taken
+      if (this.missing === 0) this.complete(sink)
+    }
+    return -1
+  }
+
+  /** True between messages: no prefix or payload byte is pending. */
+  get idle(): boolean {
+    return this.prefixRead === 0
+  }
+
+  private complete(sink: MessageSink): void {
+    const parts = this.parts ?? []
+    const payload = parts.length === 1 ? parts[0]! : Buffer.concat(parts)
+    this.parts = undefined
+    this.prefixRead = 0
+    sink.onMessage(this.prefix![0]!, payload)
+  }
+}
+
+const emptyFrame = Buffer.alloc(headerLength)
+
+/**
+ * `bytes` as one uncompressed message: the 5-byte prefix, then the bytes
+ * (copied). An empty message is a shared constant.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const frame = (bytes: Uint8Array): Buffer => {
+  const length = bytes.length
+  if (length === 0) return emptyFrame
+  const framed = Buffer.allocUnsafe(headerLength + length)
+  framed[0] = 0
+  framed.writeUInt32BE(length, 1)
+  framed.set(bytes, headerLength)
+  return framed
+}
