@@ -41,6 +41,8 @@ export type SnapshotWriter = (emit: (piece: Uint8Array) => void) => void
  */
 export type SnapshotReader = (bytes: Uint8Array, final: boolean) => number
 
+const messageOf = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
+
 /**
  * The pieces of a snapshot, in order: the bytes themselves, or copies of what
  * the writer emits when called now.
@@ -122,21 +124,27 @@ export const makeMemorySnapshotStore = (
       location: "memory",
       load: Effect.sync(() => Option.fromUndefinedOr(current?.slice())),
       read: (reader) =>
-        Effect.sync(() => {
-          if (current === undefined) return false
-          reader(current.slice(), true)
-          return true
+        Effect.try({
+          try: () => {
+            if (current === undefined) return false
+            reader(current.slice(), true)
+            return true
+          },
+          catch: (cause) => new SnapshotStoreError({ operation: "load", message: messageOf(cause) })
         }),
       save: (snapshot) =>
-        Effect.sync(() => {
-          const pieces = snapshotPieces(snapshot)
-          const bytes = new Uint8Array(pieces.reduce((size, piece) => size + piece.length, 0))
-          let offset = 0
-          for (const piece of pieces) {
-            bytes.set(piece, offset)
-            offset += piece.length
-          }
-          current = bytes
+        Effect.try({
+          try: () => {
+            const pieces = snapshotPieces(snapshot)
+            const bytes = new Uint8Array(pieces.reduce((size, piece) => size + piece.length, 0))
+            let offset = 0
+            for (const piece of pieces) {
+              bytes.set(piece, offset)
+              offset += piece.length
+            }
+            current = bytes
+          },
+          catch: (cause) => new SnapshotStoreError({ operation: "save", message: messageOf(cause) })
         }),
       moveAside: Effect.sync(() => {
         if (current === undefined) return Option.none()

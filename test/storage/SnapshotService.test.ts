@@ -375,6 +375,33 @@ describe("SnapshotService", () => {
     })
   )
 
+  it.effect("restores nothing when the read fails after handing over whole records", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(now)
+      const { bytes, ends } = smallSnapshot()
+      let consumed = 0
+      const failingHalfway = Layer.effect(
+        SnapshotStore,
+        Effect.map(makeMemorySnapshotStore(bytes), (store) =>
+          SnapshotStore.of({
+            ...store,
+            read: (reader) =>
+              Effect.suspend(() => {
+                consumed = reader(bytes.slice(0, ends[1]!), false)
+                return Effect.fail(new SnapshotStoreError({ operation: "load", message: "EIO" }))
+              })
+          })
+        )
+      )
+      const { context } = yield* open(lifecycle(failingHalfway))
+      assert.strictEqual(consumed, ends[1], "the decoder took two whole records before the failure")
+      const service = yield* SnapshotService.pipe(Effect.provideContext(context))
+      assert.strictEqual(service.loaded._tag, "Failed")
+      const stats = yield* Effect.flatMap(ClusterState, (state) => state.stats).pipe(Effect.provideContext(context))
+      assert.strictEqual(stats.clusters, 0)
+    })
+  )
+
   it.effect("loads every complete record of a file cut at any byte, and moves a damaged file aside", () =>
     Effect.gen(function* () {
       yield* TestClock.setTime(now)

@@ -11,6 +11,13 @@
  * final fsync finds little left to do. A snapshot can also be read in
  * pieces, through one reused buffer.
  *
+ * The writes are synchronous, in the same step as the encoding: the event
+ * loop waits for them (50–100 ms for a 200 MB snapshot when the page cache
+ * takes them), and on a file system that hangs or throttles writes hard
+ * (an NFS hard mount, a small dirty-page budget) the process waits with
+ * them, beyond `SnapshotService`'s final-save timeout. The fsyncs stay
+ * asynchronous.
+ *
  * @since 0.1.0
  */
 import { writeSync } from "node:fs"
