@@ -19,7 +19,7 @@ import { Duration, Effect, Option } from "effect"
 import * as FileSnapshotStore from "../src/adapters/storage/FileSnapshotStore.ts"
 import { ClusterStore } from "../src/core/server/ClusterStore.ts"
 import type { DecodedSnapshot } from "../src/core/server/SnapshotCodec.ts"
-import { decode, encode, encodeTo, SnapshotDecoder } from "../src/core/server/SnapshotCodec.ts"
+import { decode, encode, encodePieces, SnapshotDecoder } from "../src/core/server/SnapshotCodec.ts"
 
 const flag = (name: string, fallback: string): string => {
   const index = process.argv.indexOf(`--${name}`)
@@ -158,12 +158,15 @@ const main = Effect.gen(function* () {
         affiliates: encoded.affiliates
       })
     )
-    // As the service saves: pieces written while the next is encoded.
+    // As the service saves: each piece written before the next is encoded.
     started = performance.now()
     let size = 0
-    yield* files.save((emit) => {
-      size = encodeTo(store!.clusters.values(), now, emit).size
-    })
+    const pieces = encodePieces(store!.clusters.values(), now)
+    yield* files.save(
+      (function* () {
+        size = (yield* pieces).size
+      })()
+    )
     console.log(JSON.stringify({ savePiecewise: ms(started), bytes: size }))
   }
 

@@ -20,15 +20,15 @@ export class SnapshotStoreError extends Schema.TaggedError<SnapshotStoreError>()
 }) {}
 
 /**
- * A snapshot made piece by piece: called once with `emit`, it hands over the
- * snapshot's bytes in order, synchronously, in one step. A piece is only
- * valid during its `emit` call (the writer reuses its buffer): the store
- * writes or copies it before returning.
+ * A snapshot made piece by piece as it is iterated, once: its bytes in order.
+ * A piece is only valid until the next one is asked for (the encoder reuses
+ * its buffer), so the store writes or copies each piece before asking for the
+ * next; it may let other work run in between.
  *
  * @category models
  * @since 0.1.0
  */
-export type SnapshotWriter = (emit: (piece: Uint8Array) => void) => void
+export type SnapshotPieces = Iterable<Uint8Array>
 
 /**
  * Reads a snapshot as it arrives: called with the bytes not consumed yet
@@ -44,18 +44,14 @@ export type SnapshotReader = (bytes: Uint8Array, final: boolean) => number
 const messageOf = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
 
 /**
- * The pieces of a snapshot, in order: the bytes themselves, or copies of what
- * the writer emits when called now.
+ * The pieces of a snapshot, in order: the bytes themselves, or copies of the
+ * pieces made now.
  *
  * @category utils
  * @since 0.1.0
  */
-export const snapshotPieces = (snapshot: Uint8Array | SnapshotWriter): Array<Uint8Array> => {
-  if (snapshot instanceof Uint8Array) return [snapshot]
-  const pieces: Array<Uint8Array> = []
-  snapshot((piece) => pieces.push(piece.slice()))
-  return pieces
-}
+export const snapshotPieces = (snapshot: Uint8Array | SnapshotPieces): Array<Uint8Array> =>
+  snapshot instanceof Uint8Array ? [snapshot] : Array.from(snapshot, (piece) => piece.slice())
 
 /**
  * Loads and saves the snapshot as bytes.
@@ -84,13 +80,13 @@ export class SnapshotStore extends Context.Service<
      */
     readonly read: (reader: SnapshotReader) => Effect.Effect<boolean, SnapshotStoreError>
     /**
-     * Replaces the snapshot with these bytes, or with what the writer emits,
-     * all or nothing: when the save fails or is interrupted, the previous
-     * snapshot stays as it was. Empty bytes are a valid snapshot (no
-     * clusters). A writer is called exactly once, and each piece is written
-     * or copied while it is emitted.
+     * Replaces the snapshot with these bytes, or with these pieces, all or
+     * nothing: when the save fails or is interrupted, the previous snapshot
+     * stays as it was. Empty bytes are a valid snapshot (no clusters). The
+     * pieces are iterated once, each written or copied before the next is
+     * asked for.
      */
-    readonly save: (snapshot: Uint8Array | SnapshotWriter) => Effect.Effect<void, SnapshotStoreError>
+    readonly save: (snapshot: Uint8Array | SnapshotPieces) => Effect.Effect<void, SnapshotStoreError>
     /**
      * Moves the current snapshot out of the way (it was found damaged or
      * unreadable) so that the next save does not destroy it. Returns where it

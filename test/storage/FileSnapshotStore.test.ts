@@ -45,9 +45,9 @@ const failingAt = (step: Step): FileSystemOps => {
   const boom = () => Object.assign(new Error(`injected ${step} failure`), { code: "EIO" })
   const wrap = (handle: FileHandleOps): FileHandleOps => ({
     read: (buffer, offset, length) => handle.read(buffer, offset, length),
-    writeSync: (buffer, offset, length) => {
-      if (step !== "write") return handle.writeSync(buffer, offset, length)
-      handle.writeSync(buffer, offset, Math.floor(length / 2))
+    write: async (buffer, offset, length) => {
+      if (step !== "write") return handle.write(buffer, offset, length)
+      await handle.write(buffer, offset, Math.floor(length / 2))
       throw boom()
     },
     datasync: () => (step === "datasync" ? Promise.reject(boom()) : handle.datasync()),
@@ -123,34 +123,65 @@ describe("FileSnapshotStore", () => {
     )
   }
 
-  it.effect("writes each piece while it is emitted, so the writer may reuse its buffer, and flushes early", () =>
-    Effect.gen(function* () {
-      const dir = newDir()
-      const path = join(dir, "state.binpb")
-      let flushes = 0
-      const counting: FileSystemOps = {
-        ...FileSnapshotStore.nodeFileSystem,
-        open: async (file, flags, mode) => {
-          const handle = await FileSnapshotStore.nodeFileSystem.open(file, flags, mode)
-          return {
-            ...handle,
-            datasync: () => {
-              flushes++
-              return handle.datasync()
+  it.effect(
+    "writes each piece before asking for the next, so the encoder may reuse its buffer, and flushes early",
+    () =>
+      Effect.gen(function* () {
+        const dir = newDir()
+        const path = join(dir, "state.binpb")
+        let flushes = 0
+        const counting: FileSystemOps = {
+          ...FileSnapshotStore.nodeFileSystem,
+          open: async (file, flags, mode) => {
+            const handle = await FileSnapshotStore.nodeFileSystem.open(file, flags, mode)
+            return {
+              ...handle,
+              datasync: () => {
+                flushes++
+                return handle.datasync()
+              }
             }
           }
         }
-      }
-      const store = yield* FileSnapshotStore.make({ path, fileSystem: counting, flushEvery: 10_000 })
-      const sizes = Array.from({ length: 40 }, (_, i) => 1000 + i)
-      const buffer = new Uint8Array(2000)
-      yield* store.save((emit) => {
-        for (const [i, size] of sizes.entries()) emit(buffer.fill(i).subarray(0, size))
+        const store = yield* FileSnapshotStore.make({ path, fileSystem: counting, flushEvery: 10_000 })
+        const sizes = Array.from({ length: 40 }, (_, i) => 1000 + i)
+        const buffer = new Uint8Array(2000)
+        yield* store.save(
+          (function* () {
+            for (const [i, size] of sizes.entries()) yield buffer.fill(i).subarray(0, size)
+          })()
+        )
+        const expected = Uint8Array.from(sizes.flatMap((size, i) => Array.from({ length: size }, () => i)))
+        assert.deepStrictEqual(new Uint8Array(readFileSync(path)), expected)
+        assert.deepStrictEqual(readdirSync(dir), ["state.binpb"])
+        assert.strictEqual(flushes, 4, "one per 10,000 bytes written")
       })
-      const expected = Uint8Array.from(sizes.flatMap((size, i) => Array.from({ length: size }, () => i)))
-      assert.deepStrictEqual(new Uint8Array(readFileSync(path)), expected)
-      assert.deepStrictEqual(readdirSync(dir), ["state.binpb"])
-      assert.strictEqual(flushes, 4, "one per 10,000 bytes written")
+  )
+
+  it.effect("lets the event loop run between pieces, so a slow disk holds up only the save", () =>
+    Effect.gen(function* () {
+      const path = join(newDir(), "state.binpb")
+      const store = yield* FileSnapshotStore.make({ path })
+      let turns = 0
+      let pending: NodeJS.Immediate | undefined
+      const turn = () => {
+        turns++
+        pending = setImmediate(turn)
+      }
+      turn()
+      const seen: Array<number> = []
+      yield* store
+        .save(
+          (function* () {
+            for (let i = 0; i < 4; i++) {
+              seen.push(turns)
+              yield utf8(`piece ${i};`)
+            }
+          })()
+        )
+        .pipe(Effect.ensuring(Effect.sync(() => clearImmediate(pending))))
+      for (let i = 1; i < seen.length; i++) assert.isAbove(seen[i]!, seen[i - 1]!, `event-loop turns before piece ${i}`)
+      assert.strictEqual(readFileSync(path, "utf8"), "piece 0;piece 1;piece 2;piece 3;")
     })
   )
 
@@ -161,18 +192,22 @@ describe("FileSnapshotStore", () => {
       yield* (yield* FileSnapshotStore.make({ path })).save(stateA)
       const failing = yield* FileSnapshotStore.make({ path, fileSystem: failingAt("write") })
       const failedWrite = yield* Effect.exit(
-        failing.save((emit) => {
-          emit(stateB)
-          emit(stateB)
-        })
+        failing.save(
+          (function* () {
+            yield stateB
+            yield stateB
+          })()
+        )
       )
       assert.isTrue(Exit.isFailure(failedWrite))
       const store = yield* FileSnapshotStore.make({ path })
       const thrown = yield* Effect.exit(
-        store.save((emit) => {
-          emit(stateB)
-          throw new Error("writer broke")
-        })
+        store.save(
+          (function* () {
+            yield stateB
+            throw new Error("writer broke")
+          })()
+        )
       )
       assert.isTrue(Exit.isFailure(thrown))
       assert.include(String(Exit.isFailure(thrown) && Exit.findErrorOption(thrown)), "writer broke")
@@ -321,9 +356,11 @@ describe("SnapshotStore.layerMemory", () => {
       assert.deepStrictEqual(read, [[Array.from(utf8("saved")), true]])
       // Pieces emitted from a reused buffer are copied while they are emitted.
       const buffer = new Uint8Array(1)
-      yield* store.save((emit) => {
-        for (const byte of utf8("ab")) emit(buffer.fill(byte))
-      })
+      yield* store.save(
+        (function* () {
+          for (const byte of utf8("ab")) yield buffer.fill(byte)
+        })()
+      )
       assert.deepStrictEqual(Option.getOrThrow(yield* store.load), utf8("ab"))
       assert.deepStrictEqual(yield* store.moveAside, Option.some("memory.corrupt-1"))
       assert.isTrue(Option.isNone(yield* store.load))

@@ -24,10 +24,12 @@ describe("makeMemorySnapshotStore", () => {
     Effect.gen(function* () {
       const store = yield* makeMemorySnapshotStore(new Uint8Array([1, 2, 3]))
       const exit = yield* Effect.exit(
-        store.save((emit) => {
-          emit(new Uint8Array([9]))
-          throw new Error("writer broke")
-        })
+        store.save(
+          (function* () {
+            yield new Uint8Array([9])
+            throw new Error("writer broke")
+          })()
+        )
       )
       const error = failureOf(exit)
       assert.instanceOf(error, SnapshotStoreError)

@@ -10,7 +10,7 @@ import { ClusterState } from "../../src/core/server/ClusterState.ts"
 import { decode } from "../../src/core/server/SnapshotCodec.ts"
 import type { SnapshotOptions } from "../../src/core/server/SnapshotService.ts"
 import { SnapshotService } from "../../src/core/server/SnapshotService.ts"
-import type { SnapshotReader, SnapshotWriter } from "../../src/ports/SnapshotStore.ts"
+import type { SnapshotReader, SnapshotPieces } from "../../src/ports/SnapshotStore.ts"
 import {
   makeMemorySnapshotStore,
   SnapshotStore,
@@ -54,7 +54,7 @@ const recordingStore = (
   events: Array<string>,
   options: {
     readonly initial?: Uint8Array
-    readonly save?: (store: Store, snapshot: Uint8Array | SnapshotWriter) => ReturnType<Store["save"]>
+    readonly save?: (store: Store, snapshot: Uint8Array | SnapshotPieces) => ReturnType<Store["save"]>
   } = {}
 ) =>
   Layer.effect(
@@ -249,7 +249,7 @@ describe("SnapshotService", () => {
             }
             return true
           }),
-        save: (snapshot: Uint8Array | SnapshotWriter) => Effect.sync(() => saved.push(snapshotPieces(snapshot))),
+        save: (snapshot: Uint8Array | SnapshotPieces) => Effect.sync(() => saved.push(snapshotPieces(snapshot))),
         moveAside: Effect.succeed(Option.none())
       })
       const { context, scope } = yield* open(lifecycle(store))

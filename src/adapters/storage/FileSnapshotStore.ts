@@ -6,32 +6,24 @@
  * leaves the previous snapshot as it was. A damaged snapshot is moved aside to
  * `<path>.corrupt-<UTC timestamp>` rather than overwritten.
  *
- * A save writes each piece the encoder emits at once (the encoder reuses one
- * small buffer) and asks the device to start writing every 16 MiB, so the
- * final fsync finds little left to do. A snapshot can also be read in
- * pieces, through one reused buffer.
- *
- * The writes are synchronous, in the same step as the encoding: the event
- * loop waits for them (50–100 ms for a 200 MB snapshot when the page cache
- * takes them), and on a file system that hangs or throttles writes hard
- * (an NFS hard mount, a small dirty-page budget) the process waits with
- * them, beyond `SnapshotService`'s final-save timeout. The fsyncs stay
- * asynchronous.
+ * A save writes each piece before it asks for the next (the encoder reuses
+ * one small buffer), off the main thread, so the event loop serves calls
+ * between pieces and a stuck disk holds up only the save; it asks the device
+ * to start writing every 16 MiB, so the final fsync finds little left to do.
+ * A snapshot can also be read in pieces, through one reused buffer.
  *
  * @since 0.1.0
  */
-import { writeSync } from "node:fs"
 import * as fs from "node:fs/promises"
 import { homedir } from "node:os"
 import { dirname, join } from "node:path"
 import { Clock, Effect, Layer, Option, Semaphore } from "effect"
-import type { SnapshotReader, SnapshotWriter } from "../../ports/SnapshotStore.ts"
+import type { SnapshotPieces, SnapshotReader } from "../../ports/SnapshotStore.ts"
 import { SnapshotStore, SnapshotStoreError } from "../../ports/SnapshotStore.ts"
 
 /**
- * An open file as the store uses it: Node's `FileHandle` with a synchronous
- * write, so a snapshot's pieces go to the file as they are made, from one
- * reused buffer.
+ * An open file as the store uses it: the calls of Node's `FileHandle` that a
+ * save and a read make.
  *
  * @category models
  * @since 0.1.0
@@ -39,8 +31,8 @@ import { SnapshotStore, SnapshotStoreError } from "../../ports/SnapshotStore.ts"
 export interface FileHandleOps {
   /** Reads up to `length` bytes from the file's current position into `buffer` at `offset`; returns how many (0 at the end). */
   read(buffer: Uint8Array, offset: number, length: number): Promise<number>
-  /** Writes `buffer[offset, offset + length)` at the file's current position now; returns how many bytes were written. */
-  writeSync(buffer: Uint8Array, offset: number, length: number): number
+  /** Writes `buffer[offset, offset + length)` at the file's current position; resolves to how many bytes were written. */
+  write(buffer: Uint8Array, offset: number, length: number): Promise<number>
   /** Starts writing what the file holds so far to the device (`fdatasync`), so the final `sync` has less left to do. */
   datasync(): Promise<void>
   sync(): Promise<void>
@@ -112,7 +104,7 @@ export const nodeFileSystem: FileSystemOps = {
     const handle = await fs.open(path, flags, mode)
     return {
       read: async (buffer, offset, length) => (await handle.read(buffer, offset, length, null)).bytesRead,
-      writeSync: (buffer, offset, length) => writeSync(handle.fd, buffer, offset, length),
+      write: async (buffer, offset, length) => (await handle.write(buffer, offset, length, null)).bytesWritten,
       datasync: () => handle.datasync(),
       sync: () => handle.sync(),
       close: () => handle.close()
@@ -234,20 +226,20 @@ export const make = (options: FileStoreOptions = {}) =>
     yield* Effect.promise(() => files.unlink(temporary).catch(() => undefined))
 
     /**
-     * Writes the snapshot from the start of the file, each piece as it is
-     * made (a writer's pieces are only valid while it emits them), and asks
-     * the device to start writing every `flushEvery` bytes. Every early
-     * flush has ended when this returns or throws; a failed one fails the
-     * save, since the final fsync may no longer report its error.
+     * Writes the snapshot from the start of the file, each piece before the
+     * next is asked for (a piece is only valid until then), and asks the
+     * device to start writing every `flushEvery` bytes. Every early flush has
+     * ended when this returns or throws; a failed one fails the save, since
+     * the final fsync may no longer report its error.
      */
-    const writeSnapshot = async (handle: FileHandleOps, snapshot: Uint8Array | SnapshotWriter) => {
+    const writeSnapshot = async (handle: FileHandleOps, snapshot: Uint8Array | SnapshotPieces) => {
       const flushes: Array<Promise<void>> = []
       let written = 0
       let flushed = 0
-      const write = (piece: Uint8Array) => {
+      const write = async (piece: Uint8Array) => {
         let offset = 0
         while (offset < piece.length) {
-          const bytesWritten = handle.writeSync(piece, offset, Math.min(chunkSize, piece.length - offset))
+          const bytesWritten = await handle.write(piece, offset, Math.min(chunkSize, piece.length - offset))
           if (bytesWritten <= 0) throw new Error(`write made no progress at byte ${written + offset}`)
           offset += bytesWritten
           if (written + offset - flushed >= flushEvery) {
@@ -259,8 +251,8 @@ export const make = (options: FileStoreOptions = {}) =>
       }
       let writerFailure: { readonly error: unknown } | undefined
       try {
-        if (snapshot instanceof Uint8Array) write(snapshot)
-        else snapshot(write)
+        if (snapshot instanceof Uint8Array) await write(snapshot)
+        else for (const piece of snapshot) await write(piece)
       } catch (error) {
         writerFailure = { error }
       }
@@ -286,7 +278,7 @@ export const make = (options: FileStoreOptions = {}) =>
       }
     }
 
-    const writeAtomically = async (snapshot: Uint8Array | SnapshotWriter) => {
+    const writeAtomically = async (snapshot: Uint8Array | SnapshotPieces) => {
       await files.mkdir(directory, { recursive: true, mode: 0o755 })
       const handle = await files.open(temporary, "w", 0o666)
       try {
@@ -304,7 +296,7 @@ export const make = (options: FileStoreOptions = {}) =>
       await syncDirectory()
     }
 
-    const save = (snapshot: Uint8Array | SnapshotWriter) =>
+    const save = (snapshot: Uint8Array | SnapshotPieces) =>
       Effect.tryPromise({
         try: () => writeAtomically(snapshot),
         catch: (error) => new SnapshotStoreError({ operation: "save", message: `save ${path}: ${describe(error)}` })

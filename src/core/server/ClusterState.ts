@@ -78,11 +78,12 @@ export class ClusterState extends Context.Service<
     /** The whole state as snapshot bytes, TTLs measured from the clock's now, in one consistent step. */
     readonly exportSnapshot: Effect.Effect<EncodedSnapshot>
     /**
-     * The whole state as a snapshot written in pieces (see `SnapshotCodec.encodeTo`):
-     * TTLs are measured from the clock's now when this runs; the writer encodes the
-     * state as it is when called, in one consistent step, and returns what it wrote.
+     * The whole state as a snapshot made in pieces as they are asked for (see
+     * `SnapshotCodec.encodePieces`): TTLs are measured from the clock's now
+     * when this runs; each cluster is encoded as it is when its piece is made,
+     * and the generator returns what it wrote.
      */
-    readonly snapshotWriter: Effect.Effect<(emit: (piece: Uint8Array) => void) => SnapshotContents>
+    readonly snapshotPieces: Effect.Effect<Generator<Uint8Array, SnapshotContents, undefined>>
     /** Adds the clusters of a snapshot; never fails, damaged parts are reported in `skipped`. */
     readonly importSnapshot: (bytes: Uint8Array) => Effect.Effect<SnapshotImport>
     /**
@@ -175,11 +176,8 @@ export const make = Effect.fnUntraced(function* (caps: StoreCaps) {
     exportSnapshot: Clock.clockWith((clock) =>
       Effect.sync(() => SnapshotCodec.encode(store.clusters.values(), clock.currentTimeMillisUnsafe()))
     ),
-    snapshotWriter: Clock.clockWith((clock) =>
-      Effect.sync(() => {
-        const now = clock.currentTimeMillisUnsafe()
-        return (emit: (piece: Uint8Array) => void) => SnapshotCodec.encodeTo(store.clusters.values(), now, emit)
-      })
+    snapshotPieces: Clock.clockWith((clock) =>
+      Effect.sync(() => SnapshotCodec.encodePieces(store.clusters.values(), clock.currentTimeMillisUnsafe()))
     ),
     importSnapshot: (bytes) =>
       Clock.clockWith((clock) =>

@@ -19,7 +19,7 @@
 import type { Affiliate } from "./Affiliate.ts"
 
 export { decode, SnapshotDecoder } from "./snapshotDecoding.ts"
-export { defaultPieceBytes, encode, encodeTo } from "./snapshotEncoding.ts"
+export { defaultPieceBytes, encode, encodePieces, encodeTo } from "./snapshotEncoding.ts"
 export { maxClusterSize } from "./snapshotFormat.ts"
 
 /**

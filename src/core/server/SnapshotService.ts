@@ -30,11 +30,7 @@ export interface SnapshotOptions {
    * the final save still happen).
    */
   readonly interval?: DurationT.Input | undefined
-  /**
-   * Longest the final save on shutdown is waited for (default 10 seconds).
-   * It bounds asynchronous waits only: a write that blocks the thread (see
-   * `FileSnapshotStore`) runs to its end first.
-   */
+  /** Longest the final save on shutdown is waited for (default 10 seconds). */
   readonly finalSaveTimeout?: DurationT.Input | undefined
   /**
    * Asked on shutdown whether to write the final snapshot (default: always).
@@ -306,12 +302,14 @@ const saveWith = (
 ): Effect.Effect<SnapshotStats, SnapshotStoreError> =>
   Effect.gen(function* () {
     const [duration, encoded] = yield* Effect.timed(
-      Effect.flatMap(state.snapshotWriter, (write) => {
+      Effect.flatMap(state.snapshotPieces, (pieces) => {
         let written: SnapshotContents | undefined
         return Effect.flatMap(
-          store.save((emit) => {
-            written = write(emit)
-          }),
+          store.save(
+            (function* () {
+              written = yield* pieces
+            })()
+          ),
           () =>
             written === undefined
               ? Effect.fail(
@@ -391,9 +389,7 @@ export const makeSnapshotService = Effect.fnUntraced(function* (options: Snapsho
 
   // Registered before the periodic fiber is forked, so it runs after that
   // fiber is interrupted (finalizers run in reverse order). The save runs in
-  // its own fiber so that a store that waits on a stuck disk asynchronously
-  // delays shutdown by at most the timeout; a store that blocks the thread
-  // (FileSnapshotStore's writes) cannot be timed out while it blocks.
+  // its own fiber so that a stuck disk delays shutdown by at most the timeout.
   // A failed or late final save is logged and then ends the scope with a
   // defect, so that a program run by `runMain` exits with status 1, as the
   // original does.

@@ -170,37 +170,43 @@ const affiliateSize = (affiliate: Affiliate, idLength: number, now: number): num
 }
 
 /**
- * The one buffer records are written into, handed to `emit` as a piece when
- * the next record would take it past a piece's size. It grows up to that
- * size (further for a larger record) and is then reused, so each piece is
- * only valid during its `emit` call.
+ * The one buffer records are written into, handed out as a piece when the
+ * next record would take it past a piece's size. It grows up to that size
+ * (further for a larger record, and back once that piece is taken) and is
+ * then reused, so each piece is only valid until the next one is asked for.
  */
 class Pieces {
   bytes: Uint8Array
   pos = 0
   private readonly pieceBytes: number
-  private readonly emit: (piece: Uint8Array) => void
-  constructor(pieceBytes: number, emit: (piece: Uint8Array) => void) {
+  constructor(pieceBytes: number) {
     this.pieceBytes = pieceBytes
-    this.emit = emit
     this.bytes = new Uint8Array(Math.min(pieceBytes, 1 << 16))
+  }
+
+  /** True when a record of `size` bytes should start a new piece. */
+  full(size: number): boolean {
+    return this.pos > 0 && this.pos + size > this.pieceBytes
   }
 
   /** Makes room for a record of `size` bytes. */
   room(size: number): void {
-    if (this.pos + size <= this.bytes.length) return
-    if (this.pos > 0 && this.pos + size > this.pieceBytes) this.flush()
     if (this.pos + size <= this.bytes.length) return
     const grown = new Uint8Array(Math.max(this.pos + size, Math.min(2 * this.bytes.length, this.pieceBytes)))
     grown.set(this.bytes.subarray(0, this.pos))
     this.bytes = grown
   }
 
-  /** Emits what the buffer holds. */
-  flush(): void {
-    if (this.pos === 0) return
-    this.emit(this.bytes.subarray(0, this.pos))
+  /** What the buffer holds, as a piece; the buffer is reused (or shrunk back after a large record) once it is consumed. */
+  take(): Uint8Array {
+    const piece = this.bytes.subarray(0, this.pos)
     this.pos = 0
+    return piece
+  }
+
+  /** Called once the last piece taken is consumed: a buffer grown past twice a piece's size is let go. */
+  reuse(): void {
+    if (this.bytes.length > 2 * this.pieceBytes) this.bytes = new Uint8Array(this.pieceBytes)
   }
 }
 
@@ -247,9 +253,9 @@ export const encode = (clusters: Iterable<ClusterEntry>, now: number): EncodedSn
 /**
  * `encode`, handing the bytes to `emit` as they are written, in pieces of
  * whole cluster records of about `pieceBytes` (a larger record is a piece of
- * its own), so a snapshot never needs a buffer of its size. Still one
- * synchronous step. Every piece is a view of the same buffer, overwritten
- * once `emit` returns: the receiver writes or copies it before that.
+ * its own), in one synchronous step. Every piece is a view of the same
+ * buffer, overwritten once `emit` returns: the receiver writes or copies it
+ * before that.
  *
  * @category encoding
  * @since 0.1.0
@@ -260,35 +266,73 @@ export const encodeTo = (
   emit: (piece: Uint8Array) => void,
   pieceBytes: number = defaultPieceBytes
 ): SnapshotContents => {
-  const out = new Pieces(pieceBytes, emit)
+  const pieces = encodePieces(clusters, now, pieceBytes)
+  for (let next = pieces.next(); ; next = pieces.next()) {
+    if (next.done) return next.value
+    emit(next.value)
+  }
+}
+
+/**
+ * The pieces of `encode`'s bytes, made as they are asked for, of whole
+ * cluster records of about `pieceBytes` (a larger record is a piece of its
+ * own); the generator returns what was written. Each piece is a view of one
+ * reused buffer, valid until the next piece is asked for. Each cluster
+ * record is read and written in one synchronous step, so it is consistent;
+ * between pieces the caller may let other work change clusters not written
+ * yet, as the original's per-cluster locking allows.
+ *
+ * @category encoding
+ * @since 0.1.0
+ */
+export function* encodePieces(
+  clusters: Iterable<ClusterEntry>,
+  now: number,
+  pieceBytes: number = defaultPieceBytes
+): Generator<Uint8Array, SnapshotContents, undefined> {
+  const out = new Pieces(pieceBytes)
   // One cluster's affiliates, sizes and ID lengths: sized first, then written while still in cache.
   const members: Array<Affiliate> = []
   let sizes = new Float64Array(64)
   let idLengths = new Float64Array(64)
+  let n = 0
+  let endpoints = 0
   const oversized: Array<string> = []
   let total = 0
   let clusterCount = 0
   let affiliateCount = 0
   let endpointCount = 0
-  for (const cluster of clusters) {
+  /** Sizes `cluster` into `members`, `sizes` and `idLengths`; returns its body size. */
+  const size = (cluster: ClusterEntry, idLength: number): number => {
     const count = cluster.affiliates.size
     if (count > sizes.length) {
       sizes = new Float64Array(2 * count)
       idLengths = new Float64Array(2 * count)
     }
-    const idLength = utf8Length(cluster.id)
     let clusterSize = idLength === 0 ? 0 : fieldSize(idLength)
-    let endpoints = 0
-    let n = 0
+    members.length = 0
+    endpoints = 0
+    n = 0
     for (const entry of cluster.affiliates.values()) {
       const affiliate = entry instanceof Affiliate ? entry : Affiliate.fromEntry(entry)
       const affiliateIdLength = utf8Length(affiliate.id)
-      const size = affiliateSize(affiliate, affiliateIdLength, now)
+      const bodySize = affiliateSize(affiliate, affiliateIdLength, now)
       members[n] = affiliate
-      sizes[n] = size
+      sizes[n] = bodySize
       idLengths[n++] = affiliateIdLength
-      clusterSize += fieldSize(size)
+      clusterSize += fieldSize(bodySize)
       endpoints += affiliate.endpointCount
+    }
+    return clusterSize
+  }
+  for (const cluster of clusters) {
+    const idLength = utf8Length(cluster.id)
+    let clusterSize = size(cluster, idLength)
+    if (clusterSize <= maxClusterSize && out.full(fieldSize(clusterSize))) {
+      yield out.take()
+      out.reuse()
+      // The cluster may have changed while the piece was consumed: size it again.
+      clusterSize = size(cluster, idLength)
     }
     if (clusterSize > maxClusterSize) {
       oversized.push(cluster.id)
@@ -314,6 +358,6 @@ export const encodeTo = (
     affiliateCount += n
     endpointCount += endpoints
   }
-  out.flush()
+  if (out.pos > 0) yield out.take()
   return { clusters: clusterCount, affiliates: affiliateCount, endpoints: endpointCount, oversized, size: total }
 }
