@@ -21,9 +21,10 @@ export class SnapshotStoreError extends Schema.TaggedError<SnapshotStoreError>()
 
 /**
  * A snapshot made piece by piece as it is iterated, once: its bytes in order.
- * A piece is only valid until the next one is asked for (the encoder reuses
- * its buffer), so the store writes or copies each piece before asking for the
- * next; it may let other work run in between.
+ * A piece stays valid until the piece after the next one is asked for (the
+ * encoder reuses two buffers in turn), so a store may write one piece while
+ * the next is made, and has written or copied it before asking for the one
+ * after; it may let other work run in between.
  *
  * @category models
  * @since 0.1.0
@@ -83,8 +84,8 @@ export class SnapshotStore extends Context.Service<
      * Replaces the snapshot with these bytes, or with these pieces, all or
      * nothing: when the save fails or is interrupted, the previous snapshot
      * stays as it was. Empty bytes are a valid snapshot (no clusters). The
-     * pieces are iterated once, each written or copied before the next is
-     * asked for.
+     * pieces are iterated once, each written or copied before the one after
+     * the next is asked for.
      */
     readonly save: (snapshot: Uint8Array | SnapshotPieces) => Effect.Effect<void, SnapshotStoreError>
     /**

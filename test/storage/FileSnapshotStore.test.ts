@@ -45,9 +45,9 @@ const failingAt = (step: Step): FileSystemOps => {
   const boom = () => Object.assign(new Error(`injected ${step} failure`), { code: "EIO" })
   const wrap = (handle: FileHandleOps): FileHandleOps => ({
     read: (buffer, offset, length) => handle.read(buffer, offset, length),
-    write: async (buffer, offset, length) => {
-      if (step !== "write") return handle.write(buffer, offset, length)
-      await handle.write(buffer, offset, Math.floor(length / 2))
+    write: async (buffer, offset, length, position) => {
+      if (step !== "write") return handle.write(buffer, offset, length, position)
+      await handle.write(buffer, offset, Math.floor(length / 2), position)
       throw boom()
     },
     datasync: () => (step === "datasync" ? Promise.reject(boom()) : handle.datasync()),
@@ -124,7 +124,7 @@ describe("FileSnapshotStore", () => {
   }
 
   it.effect(
-    "writes each piece before asking for the next, so the encoder may reuse its buffer, and flushes early",
+    "writes each piece before asking for the one after the next, so the encoder may reuse two buffers, and flushes early",
     () =>
       Effect.gen(function* () {
         const dir = newDir()
@@ -145,10 +145,10 @@ describe("FileSnapshotStore", () => {
         }
         const store = yield* FileSnapshotStore.make({ path, fileSystem: counting, flushEvery: 10_000 })
         const sizes = Array.from({ length: 40 }, (_, i) => 1000 + i)
-        const buffer = new Uint8Array(2000)
+        const buffers = [new Uint8Array(2000), new Uint8Array(2000)]
         yield* store.save(
           (function* () {
-            for (const [i, size] of sizes.entries()) yield buffer.fill(i).subarray(0, size)
+            for (const [i, size] of sizes.entries()) yield buffers[i % 2]!.fill(i).subarray(0, size)
           })()
         )
         const expected = Uint8Array.from(sizes.flatMap((size, i) => Array.from({ length: size }, () => i)))
@@ -158,30 +158,50 @@ describe("FileSnapshotStore", () => {
       })
   )
 
-  it.effect("lets the event loop run between pieces, so a slow disk holds up only the save", () =>
+  it.effect("writes one piece while the next is made, asks for a piece only once the one two before is written", () =>
     Effect.gen(function* () {
       const path = join(newDir(), "state.binpb")
-      const store = yield* FileSnapshotStore.make({ path })
+      let written = 0
       let turns = 0
       let pending: NodeJS.Immediate | undefined
       const turn = () => {
         turns++
         pending = setImmediate(turn)
       }
+      const slow: FileSystemOps = {
+        ...FileSnapshotStore.nodeFileSystem,
+        open: async (file, flags, mode) => {
+          const handle = await FileSnapshotStore.nodeFileSystem.open(file, flags, mode)
+          return {
+            ...handle,
+            write: async (buffer, offset, length, position) => {
+              await new Promise((resolve) => setImmediate(resolve))
+              const bytes = await handle.write(buffer, offset, length, position)
+              written++
+              return bytes
+            }
+          }
+        }
+      }
+      const store = yield* FileSnapshotStore.make({ path, fileSystem: slow })
       turn()
-      const seen: Array<number> = []
+      const writtenBefore: Array<number> = []
+      const turnsBefore: Array<number> = []
       yield* store
         .save(
           (function* () {
-            for (let i = 0; i < 4; i++) {
-              seen.push(turns)
+            for (let i = 0; i < 6; i++) {
+              writtenBefore.push(written)
+              turnsBefore.push(turns)
               yield utf8(`piece ${i};`)
             }
           })()
         )
         .pipe(Effect.ensuring(Effect.sync(() => clearImmediate(pending))))
-      for (let i = 1; i < seen.length; i++) assert.isAbove(seen[i]!, seen[i - 1]!, `event-loop turns before piece ${i}`)
-      assert.strictEqual(readFileSync(path, "utf8"), "piece 0;piece 1;piece 2;piece 3;")
+      for (let i = 2; i < 6; i++) assert.isAtLeast(writtenBefore[i]!, i - 1, `pieces written before piece ${i} is made`)
+      assert.isBelow(writtenBefore[1]!, 1, "piece 1 is made while piece 0 is written")
+      assert.isAbove(turnsBefore[5]!, turnsBefore[0]!, "the event loop runs during the save")
+      assert.strictEqual(readFileSync(path, "utf8"), "piece 0;piece 1;piece 2;piece 3;piece 4;piece 5;")
     })
   )
 

@@ -174,7 +174,7 @@ describe("SnapshotCodec", () => {
         )
         if (pieceBytes === 4096) {
           assert.isAbove(pieces.length, 1)
-          assert.strictEqual(buffers.size, 2, "one buffer, grown once for the large record")
+          assert.isAtMost(buffers.size, 4, "two buffers in turn, each grown at most once for the large record")
         }
       }
       assert.deepStrictEqual(

@@ -6,9 +6,10 @@
  * leaves the previous snapshot as it was. A damaged snapshot is moved aside to
  * `<path>.corrupt-<UTC timestamp>` rather than overwritten.
  *
- * A save writes each piece before it asks for the next (the encoder reuses
- * one small buffer), off the main thread, so the event loop serves calls
- * between pieces and a stuck disk holds up only the save; it asks the device
+ * A save writes each piece at its own offset while the encoder makes the
+ * next (the encoder reuses two small buffers in turn), off the main thread,
+ * so the event loop serves calls between pieces and a stuck disk holds up
+ * only the save; it asks the device
  * to start writing every 16 MiB, so the final fsync finds little left to do.
  * A snapshot can also be read in pieces, through one reused buffer.
  *
@@ -31,8 +32,8 @@ import { SnapshotStore, SnapshotStoreError } from "../../ports/SnapshotStore.ts"
 export interface FileHandleOps {
   /** Reads up to `length` bytes from the file's current position into `buffer` at `offset`; returns how many (0 at the end). */
   read(buffer: Uint8Array, offset: number, length: number): Promise<number>
-  /** Writes `buffer[offset, offset + length)` at the file's current position; resolves to how many bytes were written. */
-  write(buffer: Uint8Array, offset: number, length: number): Promise<number>
+  /** Writes `buffer[offset, offset + length)` at file offset `position`; resolves to how many bytes were written. */
+  write(buffer: Uint8Array, offset: number, length: number, position: number): Promise<number>
   /** Starts writing what the file holds so far to the device (`fdatasync`), so the final `sync` has less left to do. */
   datasync(): Promise<void>
   sync(): Promise<void>
@@ -104,7 +105,8 @@ export const nodeFileSystem: FileSystemOps = {
     const handle = await fs.open(path, flags, mode)
     return {
       read: async (buffer, offset, length) => (await handle.read(buffer, offset, length, null)).bytesRead,
-      write: async (buffer, offset, length) => (await handle.write(buffer, offset, length, null)).bytesWritten,
+      write: async (buffer, offset, length, position) =>
+        (await handle.write(buffer, offset, length, position)).bytesWritten,
       datasync: () => handle.datasync(),
       sync: () => handle.sync(),
       close: () => handle.close()
@@ -189,6 +191,8 @@ const readInPieces = async (handle: FileHandleOps, reader: SnapshotReader): Prom
 /** Largest single write call, so one huge snapshot is written in steps. */
 const chunkSize = 16 << 20
 
+const ignore = (): void => {}
+
 /**
  * Bytes written between two early flushes by default: the device writes the
  * start of a snapshot while the rest is still being encoded, instead of all
@@ -226,38 +230,52 @@ export const make = (options: FileStoreOptions = {}) =>
     yield* Effect.promise(() => files.unlink(temporary).catch(() => undefined))
 
     /**
-     * Writes the snapshot from the start of the file, each piece before the
-     * next is asked for (a piece is only valid until then), and asks the
-     * device to start writing every `flushEvery` bytes. Every early flush has
-     * ended when this returns or throws; a failed one fails the save, since
-     * the final fsync may no longer report its error.
+     * Writes the snapshot from the start of the file, each piece at its own
+     * offset while the next one is made (a piece is only valid until the one
+     * after the next is asked for), and asks the device to start writing
+     * every `flushEvery` bytes. Every write and early flush has ended when
+     * this returns or throws; a failed flush fails the save, since the final
+     * fsync may no longer report its error.
      */
     const writeSnapshot = async (handle: FileHandleOps, snapshot: Uint8Array | SnapshotPieces) => {
       const flushes: Array<Promise<void>> = []
-      let written = 0
+      let completed = 0
       let flushed = 0
-      const write = async (piece: Uint8Array) => {
+      const writeAt = async (piece: Uint8Array, position: number) => {
         let offset = 0
         while (offset < piece.length) {
-          const bytesWritten = await handle.write(piece, offset, Math.min(chunkSize, piece.length - offset))
-          if (bytesWritten <= 0) throw new Error(`write made no progress at byte ${written + offset}`)
+          const length = Math.min(chunkSize, piece.length - offset)
+          const bytesWritten = await handle.write(piece, offset, length, position + offset)
+          if (bytesWritten <= 0) throw new Error(`write made no progress at byte ${position + offset}`)
           offset += bytesWritten
-          if (written + offset - flushed >= flushEvery) {
-            flushed = written + offset
+          completed += bytesWritten
+          if (completed - flushed >= flushEvery) {
+            flushed = completed
             flushes.push(handle.datasync())
           }
         }
-        written += piece.length
       }
-      let writerFailure: { readonly error: unknown } | undefined
+      let previous: Promise<void> = Promise.resolve()
+      let failure: { readonly error: unknown } | undefined
       try {
-        if (snapshot instanceof Uint8Array) await write(snapshot)
-        else for (const piece of snapshot) await write(piece)
+        let position = 0
+        for (const piece of snapshot instanceof Uint8Array ? [snapshot] : snapshot) {
+          const current = writeAt(piece, position)
+          // Handled now, awaited below: a write that fails while the previous one is awaited is no unhandled rejection.
+          current.catch(ignore)
+          position += piece.length
+          // The previous piece must be written before the next is made in its buffer.
+          const waited = previous
+          previous = current
+          await waited
+        }
+        await previous
       } catch (error) {
-        writerFailure = { error }
+        failure = { error }
       }
-      const failed = (await Promise.allSettled(flushes)).find((result) => result.status === "rejected")
-      if (writerFailure !== undefined) throw writerFailure.error
+      const settled = await Promise.allSettled([previous, ...flushes])
+      if (failure !== undefined) throw failure.error
+      const failed = settled.find((result) => result.status === "rejected")
       if (failed !== undefined) throw failed.reason
     }
 

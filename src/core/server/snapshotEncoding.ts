@@ -170,18 +170,21 @@ const affiliateSize = (affiliate: Affiliate, idLength: number, now: number): num
 }
 
 /**
- * The one buffer records are written into, handed out as a piece when the
- * next record would take it past a piece's size. It grows up to that size
- * (further for a larger record, and back once that piece is taken) and is
- * then reused, so each piece is only valid until the next one is asked for.
+ * Two buffers records are written into in turn: the current one is handed
+ * out as a piece when the next record would take it past a piece's size, and
+ * writing goes on in the other. Each grows up to that size (further for a
+ * larger record, and back once that piece is consumed) and is then reused,
+ * so a piece stays valid until the piece after the next one is asked for.
  */
 class Pieces {
   bytes: Uint8Array
   pos = 0
+  private spare: Uint8Array
   private readonly pieceBytes: number
   constructor(pieceBytes: number) {
     this.pieceBytes = pieceBytes
     this.bytes = new Uint8Array(Math.min(pieceBytes, 1 << 16))
+    this.spare = new Uint8Array(this.bytes.length)
   }
 
   /** True when a record of `size` bytes should start a new piece. */
@@ -197,16 +200,18 @@ class Pieces {
     this.bytes = grown
   }
 
-  /** What the buffer holds, as a piece; the buffer is reused (or shrunk back after a large record) once it is consumed. */
+  /**
+   * What the buffer holds, as a piece; writing goes on in the other buffer,
+   * whose piece was consumed (a buffer grown past twice a piece's size for
+   * one large record is let go then).
+   */
   take(): Uint8Array {
     const piece = this.bytes.subarray(0, this.pos)
+    const next = this.spare
+    this.spare = this.bytes
+    this.bytes = next.length > 2 * this.pieceBytes ? new Uint8Array(this.pieceBytes) : next
     this.pos = 0
     return piece
-  }
-
-  /** Called once the last piece taken is consumed: a buffer grown past twice a piece's size is let go. */
-  reuse(): void {
-    if (this.bytes.length > 2 * this.pieceBytes) this.bytes = new Uint8Array(this.pieceBytes)
   }
 }
 
@@ -277,7 +282,8 @@ export const encodeTo = (
  * The pieces of `encode`'s bytes, made as they are asked for, of whole
  * cluster records of about `pieceBytes` (a larger record is a piece of its
  * own); the generator returns what was written. Each piece is a view of one
- * reused buffer, valid until the next piece is asked for. Each cluster
+ * of two reused buffers, valid until the piece after the next one is asked
+ * for, so a piece can be written while the next is made. Each cluster
  * record is read and written in one synchronous step, so it is consistent;
  * between pieces the caller may let other work change clusters not written
  * yet, as the original's per-cluster locking allows.
@@ -330,7 +336,6 @@ export function* encodePieces(
     let clusterSize = size(cluster, idLength)
     if (clusterSize <= maxClusterSize && out.full(fieldSize(clusterSize))) {
       yield out.take()
-      out.reuse()
       // The cluster may have changed while the piece was consumed: size it again.
       clusterSize = size(cluster, idLength)
     }
