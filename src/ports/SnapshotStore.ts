@@ -8,6 +8,22 @@
 import { Context, Effect, Layer, Option, Schema } from "effect"
 
 /**
+ * The pieces, one after the other, in new bytes of their own.
+ *
+ * @category utils
+ * @since 0.1.0
+ */
+export const joinPieces = (pieces: ReadonlyArray<Uint8Array>): Uint8Array => {
+  const bytes = new Uint8Array(pieces.reduce((size, piece) => size + piece.length, 0))
+  let offset = 0
+  for (const piece of pieces) {
+    bytes.set(piece, offset)
+    offset += piece.length
+  }
+  return bytes
+}
+
+/**
  * A snapshot could not be read, written or moved aside. The message names the
  * location and the cause.
  *
@@ -132,14 +148,7 @@ export const makeMemorySnapshotStore = (
       save: (snapshot) =>
         Effect.try({
           try: () => {
-            const pieces = snapshotPieces(snapshot)
-            const bytes = new Uint8Array(pieces.reduce((size, piece) => size + piece.length, 0))
-            let offset = 0
-            for (const piece of pieces) {
-              bytes.set(piece, offset)
-              offset += piece.length
-            }
-            current = bytes
+            current = joinPieces(snapshotPieces(snapshot))
           },
           catch: (cause) => new SnapshotStoreError({ operation: "save", message: messageOf(cause) })
         }),

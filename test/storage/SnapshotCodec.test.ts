@@ -7,6 +7,7 @@ import { ClusterState } from "../../src/core/server/ClusterState.ts"
 import type { ClusterEntry } from "../../src/core/server/SnapshotCodec.ts"
 import { decode, encode, encodeTo, maxClusterSize } from "../../src/core/server/SnapshotCodec.ts"
 import { AffiliateSnapshotSchema, StateSnapshotSchema } from "../../src/gen/discovery/storage/discovery_pb.ts"
+import { joinPieces } from "../../src/ports/SnapshotStore.ts"
 import {
   affiliateEntry,
   affiliateMessage,
@@ -17,6 +18,7 @@ import {
   duration,
   endpointEntry,
   endpointMessage,
+  generatedEntry,
   hex,
   now,
   plainEntries,
@@ -158,11 +160,8 @@ describe("SnapshotCodec", () => {
           },
           pieceBytes
         )
-        const joined = new Uint8Array(pieces.reduce((size, piece) => size + piece.length, 0))
-        let offset = 0
+        const joined = joinPieces(pieces)
         for (const piece of pieces) {
-          joined.set(piece, offset)
-          offset += piece.length
           // Each piece is a run of whole records: it decodes on its own with nothing skipped.
           assert.deepStrictEqual(decode(piece, now).skipped, [])
           if (pieceBytes !== Number.POSITIVE_INFINITY) assert.isAtMost(piece.length, Math.max(pieceBytes, 5100))
@@ -220,19 +219,7 @@ describe("SnapshotCodec", () => {
       const state = fc.uniqueArray(cluster, { selector: (c) => c.id, maxLength: 6 })
       fc.assert(
         fc.property(state, (generated) => {
-          const clusters = generated.map((c) =>
-            clusterEntry(
-              c.id,
-              c.affiliates.map((a) =>
-                affiliateEntry(
-                  a.id,
-                  a.data,
-                  a.ttl,
-                  a.endpoints.map((e) => endpointEntry(e.data, e.ttl))
-                )
-              )
-            )
-          )
+          const clusters = generated.map(generatedEntry)
           const encoded = encode(clusters, now)
           const decoded = decode(encoded.bytes, now)
           assert.deepStrictEqual(decoded.skipped, [])

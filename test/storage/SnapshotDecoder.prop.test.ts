@@ -9,7 +9,16 @@ import { assert, describe, it } from "@effect/vitest"
 import fc from "fast-check"
 import type { DecodedSnapshot } from "../../src/core/server/SnapshotCodec.ts"
 import { decode, encode, maxClusterSize, SnapshotDecoder } from "../../src/core/server/SnapshotCodec.ts"
-import { affiliateEntry, clusterEntry, concat, endpointEntry, hex, now, varint } from "./fixtures/snapshots.ts"
+import {
+  affiliateEntry,
+  clusterEntry,
+  concat,
+  endpointEntry,
+  generatedEntry,
+  hex,
+  now,
+  varint
+} from "./fixtures/snapshots.ts"
 
 /** Decodes `bytes` handed over in pieces of the given sizes (the last piece is the rest). */
 const decodeInPieces = (bytes: Uint8Array, sizes: ReadonlyArray<number>): DecodedSnapshot => {
@@ -68,27 +77,7 @@ const records = fc
     }),
     { maxLength: 8 }
   )
-  .map((clusters) =>
-    clusters.map(
-      (c) =>
-        encode(
-          [
-            clusterEntry(
-              c.id,
-              c.affiliates.map((a) =>
-                affiliateEntry(
-                  a.id,
-                  a.data,
-                  a.ttl,
-                  a.endpoints.map((e) => endpointEntry(e.data, e.ttl))
-                )
-              )
-            )
-          ],
-          now
-        ).bytes
-    )
-  )
+  .map((clusters) => clusters.map((c) => encode([generatedEntry(c)], now).bytes))
 
 /** Top-level items that are not records, or records the decoder skips whole. */
 const oddities = fc.oneof(

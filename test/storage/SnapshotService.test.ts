@@ -12,6 +12,7 @@ import type { SnapshotOptions } from "../../src/core/server/SnapshotService.ts"
 import { SnapshotService } from "../../src/core/server/SnapshotService.ts"
 import type { SnapshotReader, SnapshotPieces } from "../../src/ports/SnapshotStore.ts"
 import {
+  joinPieces,
   makeMemorySnapshotStore,
   SnapshotStore,
   SnapshotStoreError,
@@ -260,13 +261,7 @@ describe("SnapshotService", () => {
       assert.deepStrictEqual(decode(exported.bytes, now).clusters, decode(bytes, now).clusters)
       yield* Scope.close(scope, Exit.void)
       assert.strictEqual(saved.length, 1)
-      const pieces = saved[0]!
-      const whole = new Uint8Array(pieces.reduce((size, piece) => size + piece.length, 0))
-      pieces.reduce((offset, piece) => {
-        whole.set(piece, offset)
-        return offset + piece.length
-      }, 0)
-      assert.deepStrictEqual(decode(whole, now).clusters, decode(bytes, now).clusters)
+      assert.deepStrictEqual(decode(joinPieces(saved[0]!), now).clusters, decode(bytes, now).clusters)
     })
   )
 

@@ -13,6 +13,7 @@ import { Affiliate } from "./Affiliate.ts"
 import { writeBytes } from "./binaryString.ts"
 import type { ClusterEntry, EncodedSnapshot, SnapshotContents } from "./SnapshotCodec.ts"
 import { maxClusterSize, maxDurationSeconds } from "./snapshotFormat.ts"
+import { joinPieces } from "../../ports/SnapshotStore.ts"
 
 /** The TTL written for an entry: whole seconds left, truncated toward zero, saturated like Go's Duration. */
 const ttlSeconds = (expiresAt: number, now: number): number =>
@@ -116,6 +117,23 @@ const putString = (bytes: Uint8Array, pos: number, text: string, length: number)
   return pos
 }
 
+/** Writes a length-delimited field's tag and length; returns the position of its body. */
+const putHeader = (bytes: Uint8Array, pos: number, tag: number, length: number): number => {
+  bytes[pos++] = tag
+  return putVarint(bytes, pos, length)
+}
+
+/** Writes a string field of `length` UTF-8 bytes; returns the position after it. */
+const putStringField = (bytes: Uint8Array, pos: number, tag: number, text: string, length: number): number =>
+  putString(bytes, putHeader(bytes, pos, tag, length), text, length)
+
+/** Writes a bytes field holding `record[start, end)`, one byte per char; returns the position after it. */
+const putBytesField = (bytes: Uint8Array, pos: number, tag: number, record: string, start: number, end: number) => {
+  pos = putHeader(bytes, pos, tag, end - start)
+  writeBytes(record, start, end, bytes, pos)
+  return pos + end - start
+}
+
 /** Writes an AffiliateSnapshot of `size` body bytes, its ID `idLength` bytes long; returns the position after it. */
 const putAffiliate = (
   bytes: Uint8Array,
@@ -127,32 +145,16 @@ const putAffiliate = (
 ): number => {
   const record = affiliate.unsafeRecord
   const layout = affiliate.unsafeLayout
-  bytes[pos++] = 0x12
-  pos = putVarint(bytes, pos, size)
-  if (idLength > 0) {
-    bytes[pos++] = 0x0a
-    pos = putVarint(bytes, pos, idLength)
-    pos = putString(bytes, pos, affiliate.id, idLength)
-  }
+  pos = putHeader(bytes, pos, 0x12, size)
+  if (idLength > 0) pos = putStringField(bytes, pos, 0x0a, affiliate.id, idLength)
   const dataEnd = layout[1]!
-  if (dataEnd > 0) {
-    bytes[pos++] = 0x1a
-    pos = putVarint(bytes, pos, dataEnd)
-    writeBytes(record, 0, dataEnd, bytes, pos)
-    pos += dataEnd
-  }
+  if (dataEnd > 0) pos = putBytesField(bytes, pos, 0x1a, record, 0, dataEnd)
   for (let j = 2; j < layout.length; j += 2) {
     const start = layout[j - 1]!
     const end = layout[j + 1]!
     const seconds = ttlSeconds(layout[j]!, now)
-    bytes[pos++] = 0x22
-    pos = putVarint(bytes, pos, endpointSize(end - start, seconds))
-    if (end > start) {
-      bytes[pos++] = 0x12
-      pos = putVarint(bytes, pos, end - start)
-      writeBytes(record, start, end, bytes, pos)
-      pos += end - start
-    }
+    pos = putHeader(bytes, pos, 0x22, endpointSize(end - start, seconds))
+    if (end > start) pos = putBytesField(bytes, pos, 0x12, record, start, end)
     pos = putDuration(bytes, pos, 0x1a, seconds)
   }
   return putDuration(bytes, pos, 0x2a, ttlSeconds(layout[0]!, now))
@@ -238,14 +240,7 @@ export const encode = (clusters: Iterable<ClusterEntry>, now: number): EncodedSn
   const contents = encodeTo(clusters, now, (piece) => {
     pieces.push(piece.slice())
   })
-  const bytes = pieces.length === 1 ? pieces[0]! : new Uint8Array(contents.size)
-  if (pieces.length > 1) {
-    let offset = 0
-    for (const piece of pieces) {
-      bytes.set(piece, offset)
-      offset += piece.length
-    }
-  }
+  const bytes = pieces.length === 1 ? pieces[0]! : joinPieces(pieces)
   return {
     bytes,
     clusters: contents.clusters,
@@ -258,8 +253,8 @@ export const encode = (clusters: Iterable<ClusterEntry>, now: number): EncodedSn
 /**
  * `encode`, handing the bytes to `emit` as they are written, in pieces of
  * whole cluster records of about `pieceBytes` (a larger record is a piece of
- * its own), in one synchronous step. Every piece is a view of the same
- * buffer, overwritten once `emit` returns: the receiver writes or copies it
+ * its own), in one synchronous step. Every piece is a view of a reused
+ * buffer, overwritten after `emit` returns: the receiver writes or copies it
  * before that.
  *
  * @category encoding
@@ -347,14 +342,8 @@ export function* encodePieces(
     const recordSize = fieldSize(clusterSize)
     out.room(recordSize)
     const bytes = out.bytes
-    let pos = out.pos
-    bytes[pos++] = 0x0a
-    pos = putVarint(bytes, pos, clusterSize)
-    if (idLength > 0) {
-      bytes[pos++] = 0x0a
-      pos = putVarint(bytes, pos, idLength)
-      pos = putString(bytes, pos, cluster.id, idLength)
-    }
+    let pos = putHeader(bytes, out.pos, 0x0a, clusterSize)
+    if (idLength > 0) pos = putStringField(bytes, pos, 0x0a, cluster.id, idLength)
     for (let i = 0; i < n; i++) pos = putAffiliate(bytes, pos, members[i]!, sizes[i]!, idLengths[i]!, now)
     out.pos = pos
     members.length = 0
