@@ -450,5 +450,87 @@ describe("ClusterStore", () => {
       assert.deepStrictEqual(plainList(store.list("c1")), [af("a1", "data-a1", [endpoint(1)]), af("a3", "data-a3", [])])
       assert.isUndefined(store.restore("c1", new Map(), now))
     })
+
+    describe("packed", () => {
+      const snapshotOf = (...affiliates: ReadonlyArray<ReturnType<typeof entry>>) =>
+        encode([{ id: "c1", affiliates: new Map(affiliates.map((a) => [a.id, a])) }], now).bytes
+      const packedOf = (bytes: Uint8Array) => {
+        const packed = decode(bytes, now).clusters[0]!.packed
+        assert.isDefined(packed, "the decoder kept the cluster packed")
+        return packed!
+      }
+      const bytes = snapshotOf(entry("a1", 2 * minute, [[1, minute]]), entry("a2", 3 * minute, [[2, 2 * minute]]))
+
+      it("stays packed through stats, GC passes before its first expiry and saves, which see it whole", () => {
+        const store = new ClusterStore()
+        const report = store.restore("c1", packedOf(bytes), now)
+        assert.deepStrictEqual(report, { affiliates: 2, endpoints: 2, expiredAffiliates: 0, expiredEndpoints: 0 })
+        const cluster = store.clusters.get("c1")!
+        assert.deepStrictEqual(store.stats(), { clusters: 1, affiliates: 2, endpoints: 2, watches: 0 })
+        assert.deepStrictEqual(store.collectGarbage(now + minute - 1), {
+          removedClusters: 0,
+          removedAffiliates: 0,
+          trimmedAffiliates: 0
+        })
+        assert.deepStrictEqual(Array.from(encode(store.snapshotEntries(), now).bytes), Array.from(bytes))
+        assert.isDefined(cluster.packed, "still packed")
+        assert.deepStrictEqual(plainList(store.list("c1")), [
+          af("a1", "data-a1", [endpoint(1)]),
+          af("a2", "data-a2", [endpoint(2)])
+        ])
+        assert.isUndefined(cluster.packed, "unpacked by its first use")
+      })
+
+      it("is unpacked by the GC pass that reaches its first expiry, and trimmed by GC's rules", () => {
+        const store = new ClusterStore()
+        store.restore("c1", packedOf(bytes), now)
+        assert.deepStrictEqual(store.collectGarbage(now + minute), {
+          removedClusters: 0,
+          removedAffiliates: 0,
+          trimmedAffiliates: 1
+        })
+        assert.isUndefined(store.clusters.get("c1")!.packed)
+        assert.deepStrictEqual(plainList(store.list("c1")), [
+          af("a1", "data-a1", []),
+          af("a2", "data-a2", [endpoint(2)])
+        ])
+      })
+
+      it("is unpacked and trimmed at once when something in it has expired by the time it is restored", () => {
+        const store = new ClusterStore()
+        const report = store.restore("c1", packedOf(bytes), now + 2 * minute + 1)
+        assert.deepStrictEqual(report, { affiliates: 1, endpoints: 0, expiredAffiliates: 1, expiredEndpoints: 2 })
+        assert.isUndefined(store.clusters.get("c1")!.packed)
+        assert.deepStrictEqual(plainList(store.list("c1")), [af("a2", "data-a2", [])])
+      })
+
+      it("merges updates once unpacked, like any other cluster", () => {
+        const store = new ClusterStore()
+        store.restore("c1", packedOf(bytes), now)
+        assert.isUndefined(store.update(updateRequest({ affiliateId: "a1", endpoints: [endpoint(3)] }), now + minute))
+        assert.deepStrictEqual(store.stats(), { clusters: 1, affiliates: 2, endpoints: 3, watches: 0 })
+        store.delete({ clusterId: "c1", affiliateId: "a2" })
+        assert.deepStrictEqual(plainList(store.list("c1")), [af("a1", "data-a1", [endpoint(1), endpoint(3)])])
+      })
+
+      it("is not used for clusters the decoder builds at once: empty, repeated IDs, expired or over 64 affiliates", () => {
+        assert.isUndefined(decode(encode([{ id: "c1", affiliates: new Map() }], now).bytes, now).clusters[0]!.packed)
+        assert.isUndefined(decode(snapshotOf(entry("a1", -1, [])), now).clusters[0]!.packed)
+        assert.isUndefined(decode(snapshotOf(entry("a1", minute, [[1, 0]])), now).clusters[0]!.packed)
+        const many = Array.from({ length: 65 }, (_, i) => entry(`a${i}`, minute, []))
+        assert.isUndefined(decode(snapshotOf(...many), now).clusters[0]!.packed)
+        assert.isDefined(decode(snapshotOf(...many.slice(0, 64)), now).clusters[0]!.packed)
+        // The encoder writes each entry's own ID, so two keys can carry one affiliate ID.
+        const repeated = new Map([
+          ["x", { ...entry("a1", minute, []), data: utf8("first") }],
+          ["y", { ...entry("a1", minute, []), data: utf8("second") }]
+        ])
+        const cluster = decode(encode([{ id: "c1", affiliates: repeated }], now).bytes, now).clusters[0]!
+        assert.isUndefined(cluster.packed)
+        assert.deepStrictEqual(plainList([...cluster.affiliates.values()].map((a) => a.view())), [
+          af("a1", "second", [])
+        ])
+      })
+    })
   })
 })

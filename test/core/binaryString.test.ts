@@ -3,6 +3,7 @@ import fc from "fast-check"
 import {
   asciiText,
   BinaryStringBuilder,
+  binaryText,
   hostLatin1,
   type Latin1Native,
   sameBytes,
@@ -78,6 +79,19 @@ describe.each(paths)("binary strings, %s", (_, native) => {
     assert.strictEqual(builder.take(7, 7), "")
     assert.strictEqual(builder.size, 256, "take leaves the built chars in place")
     assert.deepStrictEqual(Array.from(toBytes(builder.finish(), 250, 256)), [250, 251, 252, 253, 254, 255])
+  })
+
+  it("copy a range of bytes into a string of its own", () => {
+    for (const [start, end] of [
+      [0, 256],
+      [3, 70],
+      [9, 9]
+    ] as const) {
+      const bytes = everyByte.slice()
+      const text = binaryText(bytes, start, end, native)
+      bytes.fill(0)
+      assert.deepStrictEqual(toBytes(text, 0, text.length), everyByte.subarray(start, end))
+    }
   })
 
   it("read ASCII bytes as text in one step with native copies, and leave anything else to the caller", () => {

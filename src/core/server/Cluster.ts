@@ -8,9 +8,30 @@
 import type { AffiliateView, WatchDelta, WatchSink } from "../../ports/ClusterApi.ts"
 import { lostUpdateMessage, SubscriptionLost } from "../../ports/DiscoveryError.ts"
 import type { Affiliate } from "./Affiliate.ts"
+import type { ClusterEntry } from "./SnapshotCodec.ts"
 
 const lostUpdate = new SubscriptionLost({ message: lostUpdateMessage })
 const noSinks: ReadonlyArray<WatchSink> = []
+
+/**
+ * A cluster's affiliates still in the bytes they were read from (a snapshot
+ * record), as the snapshot decoder keeps them until first use: far fewer
+ * objects than one {@link Affiliate} each, so a restart is ready sooner and
+ * holds less memory. Nothing in it had expired when it was read.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface PackedAffiliates {
+  /** How many affiliates `unpack` returns. */
+  readonly affiliates: number
+  /** How many endpoints they hold in all. */
+  readonly endpoints: number
+  /** The earliest expiry (ms since the epoch) of any affiliate or endpoint. */
+  readonly earliestExpiry: number
+  /** The affiliates, newly built each call. */
+  unpack(): Map<string, Affiliate>
+}
 
 /**
  * The mutable state of one cluster, owned by the cluster store.
@@ -19,7 +40,8 @@ const noSinks: ReadonlyArray<WatchSink> = []
  * @since 0.1.0
  */
 export class Cluster {
-  readonly affiliates: Map<string, Affiliate>
+  private map: Map<string, Affiliate> | undefined
+  private packedAffiliates: PackedAffiliates | undefined
   /** Created with the first watcher: most clusters never have one, and an empty Set costs ~100 bytes. */
   private sinks: Set<WatchSink> | undefined = undefined
   revision = 0
@@ -27,17 +49,51 @@ export class Cluster {
   private readonly release: () => void
   /**
    * `release` is called once for each watcher cut off for falling behind;
-   * `affiliates`, when given, becomes the cluster's own map.
+   * `affiliates`, when given, becomes the cluster's own: a map as it is, or
+   * packed affiliates, unpacked on first use.
    */
-  constructor(id: string, release: () => void, affiliates = new Map<string, Affiliate>()) {
+  constructor(id: string, release: () => void, affiliates: Map<string, Affiliate> | PackedAffiliates = new Map()) {
     this.id = id
     this.release = release
-    this.affiliates = affiliates
+    if (affiliates instanceof Map) this.map = affiliates
+    else this.packedAffiliates = affiliates
+  }
+
+  /** The affiliates by ID, for reading and changing; packed ones are unpacked first, once. */
+  get affiliates(): Map<string, Affiliate> {
+    if (this.map !== undefined) return this.map
+    const map = this.packedAffiliates!.unpack()
+    this.map = map
+    this.packedAffiliates = undefined
+    return map
+  }
+
+  /** The affiliates while they are still packed (never used since they were read), else `undefined`. */
+  get packed(): PackedAffiliates | undefined {
+    return this.packedAffiliates
+  }
+
+  /** How many affiliates the cluster has, without unpacking them. */
+  get affiliateCount(): number {
+    return this.map !== undefined ? this.map.size : this.packedAffiliates!.affiliates
+  }
+
+  /** How many endpoints its affiliates hold in all, without unpacking them. */
+  get endpointCount(): number {
+    if (this.map === undefined) return this.packedAffiliates!.endpoints
+    let endpoints = 0
+    for (const affiliate of this.map.values()) endpoints += affiliate.endpointCount
+    return endpoints
+  }
+
+  /** The cluster as the snapshot encoder reads it: packed affiliates are unpacked for the encoder alone and stay packed here. */
+  snapshotEntry(): ClusterEntry {
+    return this.map !== undefined ? this : new PackedEntry(this)
   }
 
   /** True when nothing keeps the cluster alive: no affiliate and no watcher. */
   get isEmpty(): boolean {
-    return this.affiliates.size === 0 && this.watcherCount === 0
+    return this.affiliateCount === 0 && this.watcherCount === 0
   }
 
   /** How many watchers the cluster has. */
@@ -95,5 +151,25 @@ export class Cluster {
         watcher.end(lostUpdate)
       }
     }
+  }
+}
+
+/** A packed cluster as the encoder reads it; should the cluster be unpacked meanwhile, its own map is read. */
+class PackedEntry implements ClusterEntry {
+  private readonly cluster: Cluster
+  private unpacked: Map<string, Affiliate> | undefined
+  constructor(cluster: Cluster) {
+    this.cluster = cluster
+  }
+
+  get id(): string {
+    return this.cluster.id
+  }
+
+  get affiliates(): ReadonlyMap<string, Affiliate> {
+    const packed = this.cluster.packed
+    if (packed === undefined) return this.cluster.affiliates
+    this.unpacked ??= packed.unpack()
+    return this.unpacked
   }
 }

@@ -174,10 +174,10 @@ export const make = Effect.fnUntraced(function* (caps: StoreCaps) {
     ),
     stats: Effect.sync(() => store.stats()),
     exportSnapshot: Clock.clockWith((clock) =>
-      Effect.sync(() => SnapshotCodec.encode(store.clusters.values(), clock.currentTimeMillisUnsafe()))
+      Effect.sync(() => SnapshotCodec.encode(store.snapshotEntries(), clock.currentTimeMillisUnsafe()))
     ),
     snapshotPieces: Clock.clockWith((clock) =>
-      Effect.sync(() => SnapshotCodec.encodePieces(store.clusters.values(), clock.currentTimeMillisUnsafe()))
+      Effect.sync(() => SnapshotCodec.encodePieces(store.snapshotEntries(), clock.currentTimeMillisUnsafe()))
     ),
     importSnapshot: (bytes) =>
       Clock.clockWith((clock) =>
@@ -208,7 +208,7 @@ const restoreSnapshot = (store: ClusterStore, decoded: SnapshotCodec.DecodedSnap
   let expiredAffiliates = 0
   let expiredEndpoints = 0
   for (const cluster of decoded.clusters) {
-    const report = store.restore(cluster.id, cluster.affiliates, now)
+    const report = store.restore(cluster.id, cluster.packed ?? cluster.affiliates, now)
     if (report === undefined) {
       skipped.push({ offset: -1, length: 0, reason: `cluster ${JSON.stringify(cluster.id)} is already in memory` })
       continue

@@ -13,9 +13,12 @@ import type {
 } from "../../ports/ClusterApi.ts"
 import { ResourceExhausted } from "../../ports/DiscoveryError.ts"
 import { Affiliate } from "./Affiliate.ts"
-import { Cluster } from "./Cluster.ts"
+import { Cluster, type PackedAffiliates } from "./Cluster.ts"
 import { Limits } from "./limits.ts"
-import type { AffiliateEntry } from "./SnapshotCodec.ts"
+import type { AffiliateEntry, ClusterEntry } from "./SnapshotCodec.ts"
+
+const isPacked = (affiliates: Iterable<AffiliateEntry> | PackedAffiliates): affiliates is PackedAffiliates =>
+  typeof (affiliates as Partial<PackedAffiliates>).unpack === "function"
 
 /**
  * Global caps that protect the process from unbounded growth.
@@ -175,6 +178,8 @@ export class ClusterStore {
     let removedAffiliates = 0
     let trimmedAffiliates = 0
     for (const cluster of this.clusters.values()) {
+      const packed = cluster.packed
+      if (packed !== undefined && packed.earliestExpiry > now) continue
       for (const affiliate of cluster.affiliates.values()) {
         switch (affiliate.expire(now)) {
           case "expired":
@@ -201,8 +206,8 @@ export class ClusterStore {
     let affiliates = 0
     let endpoints = 0
     for (const cluster of this.clusters.values()) {
-      affiliates += cluster.affiliates.size
-      for (const affiliate of cluster.affiliates.values()) endpoints += affiliate.endpointCount
+      affiliates += cluster.affiliateCount
+      endpoints += cluster.endpointCount
     }
     return { clusters: this.clusters.size, affiliates, endpoints, watches: this.watches }
   }
@@ -214,15 +219,27 @@ export class ClusterStore {
    * {@link Affiliate} instances (as the snapshot decoder returns them) are
    * taken over, not copied: the caller hands them to the store. A `Map` of
    * affiliates by ID (as the decoder returns it) is taken over too and
-   * becomes the cluster's own.
+   * becomes the cluster's own. Packed affiliates (as the decoder keeps most
+   * clusters) stay packed until first used, unless something in them has
+   * expired at `now`.
    */
   restore(
     clusterId: string,
-    affiliates: Iterable<AffiliateEntry> | Map<string, Affiliate>,
+    affiliates: Iterable<AffiliateEntry> | Map<string, Affiliate> | PackedAffiliates,
     now: number
   ): RestoreReport | undefined {
     if (this.clusters.has(clusterId)) return undefined
     if (affiliates instanceof Map) return this.adopt(clusterId, affiliates, now)
+    if (isPacked(affiliates)) {
+      if (affiliates.earliestExpiry <= now) return this.adopt(clusterId, affiliates.unpack(), now)
+      this.clusters.set(clusterId, new Cluster(clusterId, this.releaseWatch, affiliates))
+      return {
+        affiliates: affiliates.affiliates,
+        endpoints: affiliates.endpoints,
+        expiredAffiliates: 0,
+        expiredEndpoints: 0
+      }
+    }
     const cluster = new Cluster(clusterId, this.releaseWatch)
     let kept = 0
     let endpoints = 0
@@ -263,6 +280,11 @@ export class ClusterStore {
     }
     this.clusters.set(clusterId, new Cluster(clusterId, this.releaseWatch, affiliates))
     return { affiliates: affiliates.size, endpoints, expiredAffiliates, expiredEndpoints }
+  }
+
+  /** The clusters as the snapshot encoder reads them; packed clusters stay packed (see `Cluster.snapshotEntry`). */
+  *snapshotEntries(): Generator<ClusterEntry, void, undefined> {
+    for (const cluster of this.clusters.values()) yield cluster.snapshotEntry()
   }
 
   /** Ends every open watch with the given failure, as on shutdown. */

@@ -17,6 +17,7 @@
  * @since 0.1.0
  */
 import type { Affiliate } from "./Affiliate.ts"
+import type { PackedAffiliates } from "./Cluster.ts"
 
 export { decode, SnapshotDecoder } from "./snapshotDecoding.ts"
 export { defaultPieceBytes, encode, encodePieces, encodeTo } from "./snapshotEncoding.ts"
@@ -61,15 +62,18 @@ export interface ClusterEntry {
 }
 
 /**
- * One cluster as the decoder returns it: its affiliates are already in the
- * store's compact form, ready for `ClusterStore.restore` to take over.
+ * One cluster as the decoder returns it, ready for `ClusterStore.restore` to
+ * take over: most clusters packed, the others with their affiliates already
+ * in the store's compact form.
  *
  * @category models
  * @since 0.1.0
  */
 export interface DecodedCluster extends ClusterEntry {
-  /** Handed over: `ClusterStore.restore` makes it the cluster's own map. */
+  /** Handed over: `ClusterStore.restore` makes it the cluster's own map (built on first read when packed). */
   readonly affiliates: Map<string, Affiliate>
+  /** The affiliates still in the record's bytes, when nothing in them had expired, the IDs are distinct and there is at least one; else `undefined`. */
+  readonly packed: PackedAffiliates | undefined
 }
 
 /**

@@ -207,3 +207,23 @@ export const asciiText = (
   for (let i = start; i < end; i++) if (bytes[i]! >= 0x80) return undefined
   return native.slice(bytes, start, end)
 }
+
+/**
+ * A binary string of its own (never a slice of a larger one) holding the
+ * bytes `bytes[start, end)`, one char per byte; `native` is `null` on the
+ * portable path.
+ *
+ * @category encoding
+ * @since 0.1.0
+ */
+export const binaryText = (
+  bytes: Uint8Array,
+  start: number,
+  end: number,
+  native: Latin1Native | null = hostNative
+): string => {
+  if (native !== null) return native.slice(bytes, start, end)
+  const builder = new BinaryStringBuilder(Math.max(end - start, 1), null)
+  builder.bytes(bytes, start, end)
+  return builder.finish()
+}

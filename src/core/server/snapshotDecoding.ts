@@ -7,7 +7,8 @@
  * @since 0.1.0
  */
 import { Affiliate, layoutOf } from "./Affiliate.ts"
-import { asciiText, BinaryStringBuilder } from "./binaryString.ts"
+import { asciiText, BinaryStringBuilder, binaryText, writeBytes } from "./binaryString.ts"
+import type { PackedAffiliates } from "./Cluster.ts"
 import type { DecodedCluster, DecodedSnapshot, SkippedRange } from "./SnapshotCodec.ts"
 import { maxClusterSize, maxDurationMillis } from "./snapshotFormat.ts"
 
@@ -162,6 +163,33 @@ const readId = (reader: Reader, field: string): string => {
   }
 }
 
+/** Checks the ID whose payload comes next as `readId` does, without making a string; returns where it starts. */
+const checkId = (reader: Reader, field: string): number => {
+  const start = reader.delimited()
+  const bytes = reader.bytes
+  const end = reader.pos
+  for (let i = start; i < end; i++) {
+    if (bytes[i]! < 0x80) continue
+    try {
+      utf8Decoder.decode(bytes.subarray(start, end))
+    } catch {
+      throw new Malformed(`${field} is not valid UTF-8`)
+    }
+    break
+  }
+  return start
+}
+
+/** Whether `bytes[a, aEnd)` and `bytes[b, bEnd)` are equal. */
+const sameRange = (bytes: Uint8Array, a: number, aEnd: number, b: number, bEnd: number): boolean => {
+  if (aEnd - a !== bEnd - b) return false
+  while (a < aEnd) if (bytes[a++] !== bytes[b++]) return false
+  return true
+}
+
+/** Clusters with more affiliates are decoded at once: their ID check for repeats would cost too much. */
+const maxPackedAffiliates = 64
+
 const expectWireType = (type: number, wanted: number, name: string): void => {
   if (type !== wanted) throw new Malformed(`field ${name} has wire type ${type}, expected ${wanted}`)
 }
@@ -222,9 +250,13 @@ const expiryOf = (ttl: Time, expiration: Time, now: number): number => {
  * next. An affiliate's data and endpoints are gathered in a scratch buffer
  * and made into one string of its own, never a slice of a larger one, which
  * would keep all of that alive.
+ *
+ * `decode` first only scans a record, checking it exactly as a full read
+ * would, and keeps it packed when it can (see {@link PackedRecord}).
  */
 class ClusterReader {
-  private readonly now: number
+  /** The instant TTLs count from. */
+  now: number
   private readonly builder = new BinaryStringBuilder(1 << 16)
   private readonly ttl = new Time()
   private readonly expiration = new Time()
@@ -237,6 +269,15 @@ class ClusterReader {
   private count = 0
   /** The affiliates of the cluster being read. */
   private affiliates = new Map<string, Affiliate>()
+  /** While scanning, affiliates are checked and counted instead of built. */
+  private scanning = false
+  private scanned = 0
+  private scannedEndpoints = 0
+  private earliest = Number.POSITIVE_INFINITY
+  /** False once the scan found what a packed record cannot hold: a repeated affiliate ID, or too many to check. */
+  private packable = true
+  private readonly idStarts: Array<number> = []
+  private readonly idEnds: Array<number> = []
   constructor(now: number) {
     this.now = now
   }
@@ -282,6 +323,8 @@ class ClusterReader {
   /** Reads one AffiliateSnapshot into the cluster (a later one with the same ID replaces it, as in the original). */
   private readonly affiliate = (reader: Reader): void => {
     let id = ""
+    let idStart = 0
+    let idEnd = 0
     let dataStart = 0
     let dataEnd = 0
     this.count = 0
@@ -296,7 +339,10 @@ class ClusterReader {
       switch (field) {
         case 1:
           expectWireType(type, 2, "AffiliateSnapshot.id")
-          id = readId(reader, "AffiliateSnapshot.id")
+          if (this.scanning) {
+            idStart = checkId(reader, "AffiliateSnapshot.id")
+            idEnd = reader.pos
+          } else id = readId(reader, "AffiliateSnapshot.id")
           break
         case 2:
           expectWireType(type, 2, "AffiliateSnapshot.expiration")
@@ -323,6 +369,10 @@ class ClusterReader {
     }
     const bytes = reader.bytes
     const count = this.count
+    if (this.scanning) {
+      this.noteScanned(bytes, idStart, idEnd, expiryOf(ttl, expiration, this.now))
+      return
+    }
     const layout = layoutOf(2 + 2 * count)
     layout[0] = expiryOf(ttl, expiration, this.now)
     layout[1] = dataEnd - dataStart
@@ -338,12 +388,70 @@ class ClusterReader {
     this.affiliates.set(id, Affiliate.unsafeMake(id, builder.finish(), layout))
   }
 
-  /** Reads the ClusterSnapshot in `reader`'s bounds. */
+  /** Counts a scanned affiliate, its endpoints and expiries, and checks its ID against those before it. */
+  private noteScanned(bytes: Uint8Array, idStart: number, idEnd: number, expiresAt: number): void {
+    let earliest = Math.min(this.earliest, expiresAt)
+    for (let e = 0; e < this.count; e++) earliest = Math.min(earliest, this.expiries[e]!)
+    this.earliest = earliest
+    const n = this.scanned++
+    this.scannedEndpoints += this.count
+    if (!this.packable) return
+    if (n >= maxPackedAffiliates) {
+      this.packable = false
+      return
+    }
+    for (let i = 0; i < n; i++) {
+      if (sameRange(bytes, this.idStarts[i]!, this.idEnds[i]!, idStart, idEnd)) {
+        this.packable = false
+        return
+      }
+    }
+    this.idStarts[n] = idStart
+    this.idEnds[n] = idEnd
+  }
+
+  /**
+   * Reads the ClusterSnapshot in `reader`'s bounds: packed when it holds at
+   * least one affiliate, no repeated affiliate ID and nothing expired at
+   * `now`, else built at once.
+   */
+  decode(reader: Reader): DecodedCluster {
+    const start = reader.pos
+    const end = reader.end
+    this.scanning = true
+    this.scanned = 0
+    this.scannedEndpoints = 0
+    this.earliest = Number.POSITIVE_INFINITY
+    this.packable = true
+    let id: string
+    try {
+      id = this.readCluster(reader)
+    } finally {
+      this.scanning = false
+    }
+    if (this.packable && this.scanned > 0 && this.earliest > this.now) {
+      const record = binaryText(reader.bytes, start, end)
+      return new PackedCluster(
+        id,
+        new PackedRecord(record, this.now, this.scanned, this.scannedEndpoints, this.earliest)
+      )
+    }
+    reader.pos = start
+    return this.read(reader)
+  }
+
+  /** Reads the ClusterSnapshot in `reader`'s bounds and builds its affiliates. */
   read(reader: Reader): DecodedCluster {
-    let id = ""
     const affiliates = new Map<string, Affiliate>()
     this.affiliates = affiliates
     this.builder.reset()
+    const id = this.readCluster(reader)
+    return { id, affiliates, packed: undefined }
+  }
+
+  /** Reads the fields of the ClusterSnapshot in `reader`'s bounds; returns its ID. */
+  private readCluster(reader: Reader): string {
+    let id = ""
     while (reader.pos < reader.end) {
       const tag = reader.uint()
       const field = Math.floor(tag / 8)
@@ -363,7 +471,57 @@ class ClusterReader {
           reader.skip(type, field)
       }
     }
-    return { id, affiliates }
+    return id
+  }
+}
+
+/** Reads packed records back; one serves all, since reading is synchronous. */
+let unpacker: ClusterReader | undefined
+let unpackBytes = new Uint8Array(0)
+
+/**
+ * A cluster's affiliates kept as the bytes of its snapshot record (one char
+ * per byte), with the instant its TTLs count from. The record was fully
+ * checked when it was read, so unpacking it builds exactly what reading it
+ * at once would have.
+ */
+class PackedRecord implements PackedAffiliates {
+  private readonly record: string
+  private readonly readAt: number
+  readonly affiliates: number
+  readonly endpoints: number
+  readonly earliestExpiry: number
+  constructor(record: string, readAt: number, affiliates: number, endpoints: number, earliestExpiry: number) {
+    this.record = record
+    this.readAt = readAt
+    this.affiliates = affiliates
+    this.endpoints = endpoints
+    this.earliestExpiry = earliestExpiry
+  }
+
+  unpack(): Map<string, Affiliate> {
+    const length = this.record.length
+    if (unpackBytes.length < length) unpackBytes = new Uint8Array(Math.max(length, 2 * unpackBytes.length, 4096))
+    writeBytes(this.record, 0, length, unpackBytes, 0)
+    unpacker ??= new ClusterReader(0)
+    unpacker.now = this.readAt
+    return unpacker.read(new Reader(unpackBytes, 0, length)).affiliates
+  }
+}
+
+/** A decoded cluster kept packed; reading `affiliates` unpacks a copy, once. */
+class PackedCluster implements DecodedCluster {
+  readonly id: string
+  readonly packed: PackedRecord
+  private unpacked: Map<string, Affiliate> | undefined
+  constructor(id: string, packed: PackedRecord) {
+    this.id = id
+    this.packed = packed
+  }
+
+  get affiliates(): Map<string, Affiliate> {
+    this.unpacked ??= this.packed.unpack()
+    return this.unpacked
   }
 }
 
@@ -546,7 +704,7 @@ export class SnapshotDecoder {
     }
     let cluster: DecodedCluster
     try {
-      cluster = this.reader.read(new Reader(top.bytes, start, start + length))
+      cluster = this.reader.decode(new Reader(top.bytes, start, start + length))
     } catch (error) {
       if (!(error instanceof Malformed)) throw error
       return skipRecord(`malformed record at offset ${offset}: ${error.reason}`)
