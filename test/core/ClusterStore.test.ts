@@ -472,7 +472,7 @@ describe("ClusterStore", () => {
           removedAffiliates: 0,
           trimmedAffiliates: 0
         })
-        assert.deepStrictEqual(Array.from(encode(store.snapshotEntries(), now).bytes), Array.from(bytes))
+        assert.deepStrictEqual(Array.from(encode(store.clusters.values(), now).bytes), Array.from(bytes))
         assert.isDefined(cluster.packed, "still packed")
         assert.deepStrictEqual(plainList(store.list("c1")), [
           af("a1", "data-a1", [endpoint(1)]),

@@ -132,7 +132,7 @@ describe("packed clusters", () => {
               both((store) => store.stats())
               break
             case "save":
-              both((store) => Array.from(encode(store.snapshotEntries(), time).bytes))
+              both((store) => Array.from(encode(store.clusters.values(), time).bytes))
               break
             case "wait":
               time += s.seconds * second
@@ -141,7 +141,7 @@ describe("packed clusters", () => {
         }
         both((store) => [...store.clusters.keys()])
         both((store) => store.stats())
-        both((store) => Array.from(encode(store.snapshotEntries(), time).bytes))
+        both((store) => Array.from(encode(store.clusters.values(), time).bytes))
         both((_, side) => watchers[side].map((w) => w.events))
       }),
       { numRuns: 500 }

@@ -192,6 +192,43 @@ describe("SnapshotCodec", () => {
   })
 
   describe("decode", () => {
+    it("keeps odd but valid records packed, and writes them back byte for byte as when built at once", () => {
+      const legacy = toBinary(
+        AffiliateSnapshotSchema,
+        affiliateMessage({
+          id: "a1",
+          data: utf8("x"),
+          expiration: timestamp(now + 120_000),
+          endpoints: [
+            endpointMessage({ data: utf8("e1"), ttl: duration(60, 500_000_000) }),
+            endpointMessage({ data: utf8("e2"), expiration: timestamp(now + 90_000) })
+          ]
+        })
+      )
+      // An unknown field, then the data again (the last one wins), after protobuf-es's fields.
+      const odd = concat(legacy, hex("3A 01 00 1A 01 79"))
+      const second = toBinary(AffiliateSnapshotSchema, affiliateMessage({ id: "é-2", ttl: duration(30) }))
+      const body = concat(hex("12"), varint(odd.length), odd, hex("0A 02 63 31 12"), varint(second.length), second)
+      const bytes = record(body)
+      const [packed] = decode(bytes, now).clusters
+      assert.isDefined(packed!.packed)
+      assert.strictEqual(packed!.id, "c1")
+      const [built] = decode(bytes, now).clusters
+      const later = now + 5000
+      const fromPacked = encode([{ id: "c1", affiliates: new Map(), packed: packed!.packed }], later).bytes
+      const fromBuilt = encode([{ id: "c1", affiliates: built!.affiliates }], later).bytes
+      assert.strictEqual(toHex(fromPacked), toHex(fromBuilt))
+      assert.deepStrictEqual(
+        plainEntries(decode(fromPacked, later).clusters),
+        plainEntries([
+          clusterEntry("c1", [
+            affiliateEntry("a1", utf8("y"), 120, [endpointEntry(utf8("e1"), 60), endpointEntry(utf8("e2"), 90)]),
+            affiliateEntry("é-2", new Uint8Array(0), 30)
+          ])
+        ])
+      )
+    })
+
     it("reads the worked example", () => {
       const decoded = decode(hex(workedExample), now)
       assert.deepStrictEqual(decoded.skipped, [])

@@ -8,30 +8,10 @@
 import type { AffiliateView, WatchDelta, WatchSink } from "../../ports/ClusterApi.ts"
 import { lostUpdateMessage, SubscriptionLost } from "../../ports/DiscoveryError.ts"
 import type { Affiliate } from "./Affiliate.ts"
-import type { ClusterEntry } from "./SnapshotCodec.ts"
+import type { ClusterEntry, PackedAffiliates } from "./SnapshotCodec.ts"
 
 const lostUpdate = new SubscriptionLost({ message: lostUpdateMessage })
 const noSinks: ReadonlyArray<WatchSink> = []
-
-/**
- * A cluster's affiliates still in the bytes they were read from (a snapshot
- * record), as the snapshot decoder keeps them until first use: far fewer
- * objects than one {@link Affiliate} each, so a restart is ready sooner and
- * holds less memory. Nothing in it had expired when it was read.
- *
- * @category models
- * @since 0.1.0
- */
-export interface PackedAffiliates {
-  /** How many affiliates `unpack` returns. */
-  readonly affiliates: number
-  /** How many endpoints they hold in all. */
-  readonly endpoints: number
-  /** The earliest expiry (ms since the epoch) of any affiliate or endpoint. */
-  readonly earliestExpiry: number
-  /** The affiliates, newly built each call. */
-  unpack(): Map<string, Affiliate>
-}
 
 /**
  * The mutable state of one cluster, owned by the cluster store.
@@ -39,7 +19,7 @@ export interface PackedAffiliates {
  * @category models
  * @since 0.1.0
  */
-export class Cluster {
+export class Cluster implements ClusterEntry {
   private map: Map<string, Affiliate> | undefined
   private packedAffiliates: PackedAffiliates | undefined
   /** Created with the first watcher: most clusters never have one, and an empty Set costs ~100 bytes. */
@@ -84,11 +64,6 @@ export class Cluster {
     let endpoints = 0
     for (const affiliate of this.map.values()) endpoints += affiliate.endpointCount
     return endpoints
-  }
-
-  /** The cluster as the snapshot encoder reads it: packed affiliates are unpacked for the encoder alone and stay packed here. */
-  snapshotEntry(): ClusterEntry {
-    return this.map !== undefined ? this : new PackedEntry(this)
   }
 
   /** True when nothing keeps the cluster alive: no affiliate and no watcher. */
@@ -151,25 +126,5 @@ export class Cluster {
         watcher.end(lostUpdate)
       }
     }
-  }
-}
-
-/** A packed cluster as the encoder reads it; should the cluster be unpacked meanwhile, its own map is read. */
-class PackedEntry implements ClusterEntry {
-  private readonly cluster: Cluster
-  private unpacked: Map<string, Affiliate> | undefined
-  constructor(cluster: Cluster) {
-    this.cluster = cluster
-  }
-
-  get id(): string {
-    return this.cluster.id
-  }
-
-  get affiliates(): ReadonlyMap<string, Affiliate> {
-    const packed = this.cluster.packed
-    if (packed === undefined) return this.cluster.affiliates
-    this.unpacked ??= packed.unpack()
-    return this.unpacked
   }
 }

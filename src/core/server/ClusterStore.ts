@@ -13,9 +13,9 @@ import type {
 } from "../../ports/ClusterApi.ts"
 import { ResourceExhausted } from "../../ports/DiscoveryError.ts"
 import { Affiliate } from "./Affiliate.ts"
-import { Cluster, type PackedAffiliates } from "./Cluster.ts"
+import { Cluster } from "./Cluster.ts"
 import { Limits } from "./limits.ts"
-import type { AffiliateEntry, ClusterEntry } from "./SnapshotCodec.ts"
+import type { AffiliateEntry, PackedAffiliates } from "./SnapshotCodec.ts"
 
 const isPacked = (affiliates: Iterable<AffiliateEntry> | PackedAffiliates): affiliates is PackedAffiliates =>
   typeof (affiliates as Partial<PackedAffiliates>).unpack === "function"
@@ -280,11 +280,6 @@ export class ClusterStore {
     }
     this.clusters.set(clusterId, new Cluster(clusterId, this.releaseWatch, affiliates))
     return { affiliates: affiliates.size, endpoints, expiredAffiliates, expiredEndpoints }
-  }
-
-  /** The clusters as the snapshot encoder reads them; packed clusters stay packed (see `Cluster.snapshotEntry`). */
-  *snapshotEntries(): Generator<ClusterEntry, void, undefined> {
-    for (const cluster of this.clusters.values()) yield cluster.snapshotEntry()
   }
 
   /** Ends every open watch with the given failure, as on shutdown. */

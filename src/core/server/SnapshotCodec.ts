@@ -17,7 +17,6 @@
  * @since 0.1.0
  */
 import type { Affiliate } from "./Affiliate.ts"
-import type { PackedAffiliates } from "./Cluster.ts"
 
 export { decode, SnapshotDecoder } from "./snapshotDecoding.ts"
 export { defaultPieceBytes, encode, encodePieces, encodeTo } from "./snapshotEncoding.ts"
@@ -59,6 +58,38 @@ export interface AffiliateEntry {
 export interface ClusterEntry {
   readonly id: string
   readonly affiliates: ReadonlyMap<string, AffiliateEntry>
+  /** When present, the affiliates are written from it, and `affiliates` is not read. */
+  readonly packed?: PackedAffiliates | undefined
+}
+
+/**
+ * A cluster's affiliates still in the bytes of the snapshot record they were
+ * read from, as the decoder keeps them until first use: far fewer objects
+ * than one {@link Affiliate} each, so a restart is ready sooner and holds
+ * less memory. Nothing in it had expired when it was read, and no affiliate
+ * ID repeats.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface PackedAffiliates {
+  /** How many affiliates `unpack` returns. */
+  readonly affiliates: number
+  /** How many endpoints they hold in all. */
+  readonly endpoints: number
+  /** The earliest expiry (ms since the epoch) of any affiliate or endpoint. */
+  readonly earliestExpiry: number
+  /** The record's bytes, one char per byte, which `spans` points into. */
+  readonly record: string
+  /**
+   * Writes where each affiliate's parts are in `record`, in record order,
+   * into `spans` from index 0, and returns how many numbers it wrote: per
+   * affiliate `expiresAt, idStart, idEnd, dataStart, dataEnd, endpointCount`,
+   * then `start, end, expiresAt` for each endpoint.
+   */
+  spans(spans: Array<number>): number
+  /** The affiliates, newly built each call. */
+  unpack(): Map<string, Affiliate>
 }
 
 /**

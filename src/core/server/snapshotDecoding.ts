@@ -8,8 +8,7 @@
  */
 import { Affiliate, layoutOf } from "./Affiliate.ts"
 import { asciiText, BinaryStringBuilder, binaryText, writeBytes } from "./binaryString.ts"
-import type { PackedAffiliates } from "./Cluster.ts"
-import type { DecodedCluster, DecodedSnapshot, SkippedRange } from "./SnapshotCodec.ts"
+import type { DecodedCluster, DecodedSnapshot, PackedAffiliates, SkippedRange } from "./SnapshotCodec.ts"
 import { maxClusterSize, maxDurationMillis } from "./snapshotFormat.ts"
 
 /**
@@ -278,6 +277,9 @@ class ClusterReader {
   private packable = true
   private readonly idStarts: Array<number> = []
   private readonly idEnds: Array<number> = []
+  /** Where a scan writes each affiliate's parts, as `PackedAffiliates.spans` describes, and how many numbers so far. */
+  private spanOut: Array<number> = []
+  private spanLength = 0
   constructor(now: number) {
     this.now = now
   }
@@ -370,7 +372,7 @@ class ClusterReader {
     const bytes = reader.bytes
     const count = this.count
     if (this.scanning) {
-      this.noteScanned(bytes, idStart, idEnd, expiryOf(ttl, expiration, this.now))
+      this.noteScanned(bytes, idStart, idEnd, dataStart, dataEnd, expiryOf(ttl, expiration, this.now))
       return
     }
     const layout = layoutOf(2 + 2 * count)
@@ -388,10 +390,31 @@ class ClusterReader {
     this.affiliates.set(id, Affiliate.unsafeMake(id, builder.finish(), layout))
   }
 
-  /** Counts a scanned affiliate, its endpoints and expiries, and checks its ID against those before it. */
-  private noteScanned(bytes: Uint8Array, idStart: number, idEnd: number, expiresAt: number): void {
+  /** Counts a scanned affiliate, writes its spans, notes its earliest expiry and checks its ID against those before it. */
+  private noteScanned(
+    bytes: Uint8Array,
+    idStart: number,
+    idEnd: number,
+    dataStart: number,
+    dataEnd: number,
+    expiresAt: number
+  ): void {
+    const out = this.spanOut
+    let at = this.spanLength
+    out[at++] = expiresAt
+    out[at++] = idStart
+    out[at++] = idEnd
+    out[at++] = dataStart
+    out[at++] = dataEnd
+    out[at++] = this.count
     let earliest = Math.min(this.earliest, expiresAt)
-    for (let e = 0; e < this.count; e++) earliest = Math.min(earliest, this.expiries[e]!)
+    for (let e = 0; e < this.count; e++) {
+      out[at++] = this.starts[e]!
+      out[at++] = this.ends[e]!
+      out[at++] = this.expiries[e]!
+      earliest = Math.min(earliest, this.expiries[e]!)
+    }
+    this.spanLength = at
     this.earliest = earliest
     const n = this.scanned++
     this.scannedEndpoints += this.count
@@ -418,17 +441,7 @@ class ClusterReader {
   decode(reader: Reader): DecodedCluster {
     const start = reader.pos
     const end = reader.end
-    this.scanning = true
-    this.scanned = 0
-    this.scannedEndpoints = 0
-    this.earliest = Number.POSITIVE_INFINITY
-    this.packable = true
-    let id: string
-    try {
-      id = this.readCluster(reader)
-    } finally {
-      this.scanning = false
-    }
+    const id = this.scan(reader, this.scratchSpans)
     if (this.packable && this.scanned > 0 && this.earliest > this.now) {
       const record = binaryText(reader.bytes, start, end)
       return new PackedCluster(
@@ -438,6 +451,34 @@ class ClusterReader {
     }
     reader.pos = start
     return this.read(reader)
+  }
+
+  /** Spans written by scans at load, which only their counts are kept of. */
+  private readonly scratchSpans: Array<number> = []
+
+  /**
+   * Checks the ClusterSnapshot in `reader`'s bounds as `read` would, writing
+   * its affiliates' spans into `spans` (offsets into `reader.bytes`), without
+   * building them; returns its ID.
+   */
+  scan(reader: Reader, spans: Array<number>): string {
+    this.scanning = true
+    this.scanned = 0
+    this.scannedEndpoints = 0
+    this.earliest = Number.POSITIVE_INFINITY
+    this.packable = true
+    this.spanOut = spans
+    this.spanLength = 0
+    try {
+      return this.readCluster(reader)
+    } finally {
+      this.scanning = false
+    }
+  }
+
+  /** How many numbers the last scan wrote. */
+  get scannedSpans(): number {
+    return this.spanLength
   }
 
   /** Reads the ClusterSnapshot in `reader`'s bounds and builds its affiliates. */
@@ -486,7 +527,7 @@ let unpackBytes = new Uint8Array(0)
  * at once would have.
  */
 class PackedRecord implements PackedAffiliates {
-  private readonly record: string
+  readonly record: string
   private readonly readAt: number
   readonly affiliates: number
   readonly endpoints: number
@@ -499,13 +540,29 @@ class PackedRecord implements PackedAffiliates {
     this.earliestExpiry = earliestExpiry
   }
 
+  spans(spans: Array<number>): number {
+    const reader = this.reader()
+    reader.scan(this.bytes(), spans)
+    return reader.scannedSpans
+  }
+
   unpack(): Map<string, Affiliate> {
+    return this.reader().read(this.bytes()).affiliates
+  }
+
+  /** The shared reader, counting TTLs from the instant the record was read. */
+  private reader(): ClusterReader {
+    unpacker ??= new ClusterReader(0)
+    unpacker.now = this.readAt
+    return unpacker
+  }
+
+  /** The record's bytes, in the shared buffer. */
+  private bytes(): Reader {
     const length = this.record.length
     if (unpackBytes.length < length) unpackBytes = new Uint8Array(Math.max(length, 2 * unpackBytes.length, 4096))
     writeBytes(this.record, 0, length, unpackBytes, 0)
-    unpacker ??= new ClusterReader(0)
-    unpacker.now = this.readAt
-    return unpacker.read(new Reader(unpackBytes, 0, length)).affiliates
+    return new Reader(unpackBytes, 0, length)
   }
 }
 

@@ -11,7 +11,7 @@
 import { utf8Length } from "../utf8.ts"
 import { Affiliate } from "./Affiliate.ts"
 import { writeBytes } from "./binaryString.ts"
-import type { ClusterEntry, EncodedSnapshot, SnapshotContents } from "./SnapshotCodec.ts"
+import type { ClusterEntry, EncodedSnapshot, PackedAffiliates, SnapshotContents } from "./SnapshotCodec.ts"
 import { maxClusterSize, maxDurationSeconds } from "./snapshotFormat.ts"
 import { joinPieces } from "../../ports/SnapshotStore.ts"
 
@@ -171,6 +171,49 @@ const affiliateSize = (affiliate: Affiliate, idLength: number, now: number): num
   return size + fieldSize(durationSize(ttlSeconds(layout[0]!, now)))
 }
 
+/** Body bytes of the AffiliateSnapshot whose spans start at `spans[at]` (see `PackedAffiliates.spans`). */
+const spannedAffiliateSize = (spans: ReadonlyArray<number>, at: number, now: number): number => {
+  const idLength = spans[at + 2]! - spans[at + 1]!
+  const dataLength = spans[at + 4]! - spans[at + 3]!
+  const count = spans[at + 5]!
+  let size = idLength === 0 ? 0 : fieldSize(idLength)
+  if (dataLength > 0) size += fieldSize(dataLength)
+  for (let k = 0, j = at + 6; k < count; k++, j += 3) {
+    size += fieldSize(endpointSize(spans[j + 1]! - spans[j]!, ttlSeconds(spans[j + 2]!, now)))
+  }
+  return size + fieldSize(durationSize(ttlSeconds(spans[at]!, now)))
+}
+
+/**
+ * Writes the AffiliateSnapshot whose spans start at `spans[at]`, of `size`
+ * body bytes, from the packed `record`: the same bytes `putAffiliate` writes
+ * for it once unpacked. Returns the position after it.
+ */
+const putSpannedAffiliate = (
+  bytes: Uint8Array,
+  pos: number,
+  record: string,
+  spans: ReadonlyArray<number>,
+  at: number,
+  size: number,
+  now: number
+): number => {
+  pos = putHeader(bytes, pos, 0x12, size)
+  // An ID's bytes are its UTF-8, as `putStringField` writes it.
+  if (spans[at + 2]! > spans[at + 1]!) pos = putBytesField(bytes, pos, 0x0a, record, spans[at + 1]!, spans[at + 2]!)
+  if (spans[at + 4]! > spans[at + 3]!) pos = putBytesField(bytes, pos, 0x1a, record, spans[at + 3]!, spans[at + 4]!)
+  const count = spans[at + 5]!
+  for (let k = 0, j = at + 6; k < count; k++, j += 3) {
+    const start = spans[j]!
+    const end = spans[j + 1]!
+    const seconds = ttlSeconds(spans[j + 2]!, now)
+    pos = putHeader(bytes, pos, 0x22, endpointSize(end - start, seconds))
+    if (end > start) pos = putBytesField(bytes, pos, 0x12, record, start, end)
+    pos = putDuration(bytes, pos, 0x1a, seconds)
+  }
+  return putDuration(bytes, pos, 0x2a, ttlSeconds(spans[at]!, now))
+}
+
 /**
  * Two buffers records are written into in turn: the current one is handed
  * out as a piece when the next record would take it past a piece's size, and
@@ -292,10 +335,13 @@ export function* encodePieces(
   pieceBytes: number = defaultPieceBytes
 ): Generator<Uint8Array, SnapshotContents, undefined> {
   const out = new Pieces(pieceBytes)
-  // One cluster's affiliates, sizes and ID lengths: sized first, then written while still in cache.
+  // One cluster's affiliates, sizes and ID lengths (or, packed, where each one's spans start): sized first, then
+  // written while still in cache.
   const members: Array<Affiliate> = []
   let sizes = new Float64Array(64)
   let idLengths = new Float64Array(64)
+  let packed: PackedAffiliates | undefined
+  const spans: Array<number> = []
   let n = 0
   let endpoints = 0
   const oversized: Array<string> = []
@@ -303,17 +349,32 @@ export function* encodePieces(
   let clusterCount = 0
   let affiliateCount = 0
   let endpointCount = 0
-  /** Sizes `cluster` into `members`, `sizes` and `idLengths`; returns its body size. */
+  /** Makes room for `count` affiliates in `sizes` and `idLengths`. */
+  const reserve = (count: number): void => {
+    if (count <= sizes.length) return
+    sizes = new Float64Array(2 * count)
+    idLengths = new Float64Array(2 * count)
+  }
+  /** Sizes `cluster` into `members` (or `spans`), `sizes` and `idLengths`; returns its body size. */
   const size = (cluster: ClusterEntry, idLength: number): number => {
-    const count = cluster.affiliates.size
-    if (count > sizes.length) {
-      sizes = new Float64Array(2 * count)
-      idLengths = new Float64Array(2 * count)
-    }
     let clusterSize = idLength === 0 ? 0 : fieldSize(idLength)
     members.length = 0
     endpoints = 0
     n = 0
+    packed = cluster.packed
+    if (packed !== undefined) {
+      reserve(packed.affiliates)
+      const length = packed.spans(spans)
+      for (let at = 0; at < length; at += 6 + 3 * spans[at + 5]!) {
+        const bodySize = spannedAffiliateSize(spans, at, now)
+        sizes[n] = bodySize
+        idLengths[n++] = at
+        clusterSize += fieldSize(bodySize)
+        endpoints += spans[at + 5]!
+      }
+      return clusterSize
+    }
+    reserve(cluster.affiliates.size)
     for (const entry of cluster.affiliates.values()) {
       const affiliate = entry instanceof Affiliate ? entry : Affiliate.fromEntry(entry)
       const affiliateIdLength = utf8Length(affiliate.id)
@@ -344,7 +405,12 @@ export function* encodePieces(
     const bytes = out.bytes
     let pos = putHeader(bytes, out.pos, 0x0a, clusterSize)
     if (idLength > 0) pos = putStringField(bytes, pos, 0x0a, cluster.id, idLength)
-    for (let i = 0; i < n; i++) pos = putAffiliate(bytes, pos, members[i]!, sizes[i]!, idLengths[i]!, now)
+    if (packed !== undefined) {
+      const record = packed.record
+      for (let i = 0; i < n; i++) pos = putSpannedAffiliate(bytes, pos, record, spans, idLengths[i]!, sizes[i]!, now)
+    } else {
+      for (let i = 0; i < n; i++) pos = putAffiliate(bytes, pos, members[i]!, sizes[i]!, idLengths[i]!, now)
+    }
     out.pos = pos
     members.length = 0
     total += recordSize
