@@ -8,7 +8,6 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import fc from "fast-check"
-import type { Affiliate } from "../../src/core/server/Affiliate.ts"
 import { ClusterStore } from "../../src/core/server/ClusterStore.ts"
 import { decode, encode } from "../../src/core/server/SnapshotCodec.ts"
 import type { WatchSink } from "../../src/ports/ClusterApi.ts"
@@ -75,13 +74,11 @@ const recorder = (): WatchSink & { readonly events: Array<unknown> } => {
   }
 }
 
-/** A store restored from `bytes` at `now`, with each cluster packed when the decoder kept it so, or built. */
-const restored = (bytes: Uint8Array, packed: boolean): ClusterStore => {
+/** A store restored from `bytes` at `now` as the service does (most clusters packed), or with every affiliate built. */
+const restored = (bytes: Uint8Array, pack: boolean): ClusterStore => {
   const store = new ClusterStore()
-  for (const cluster of decode(bytes, now).clusters) {
-    const affiliates: Map<string, Affiliate> | NonNullable<typeof cluster.packed> =
-      packed && cluster.packed !== undefined ? cluster.packed : cluster.affiliates
-    store.restore(cluster.id, affiliates, now)
+  for (const cluster of decode(bytes, now, { pack }).clusters) {
+    store.restore(cluster.id, cluster.packed ?? cluster.affiliates, now)
   }
   return store
 }

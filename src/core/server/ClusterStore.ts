@@ -220,8 +220,8 @@ export class ClusterStore {
    * taken over, not copied: the caller hands them to the store. A `Map` of
    * affiliates by ID (as the decoder returns it) is taken over too and
    * becomes the cluster's own. Packed affiliates (as the decoder keeps most
-   * clusters) stay packed until first used, unless something in them has
-   * expired at `now`.
+   * clusters) stay packed until first used, unless something in them
+   * expires by `now`.
    */
   restore(
     clusterId: string,

@@ -18,7 +18,7 @@
  */
 import type { Affiliate } from "./Affiliate.ts"
 
-export { decode, SnapshotDecoder } from "./snapshotDecoding.ts"
+export { type DecodeOptions, decode, SnapshotDecoder } from "./snapshotDecoding.ts"
 export { defaultPieceBytes, encode, encodePieces, encodeTo } from "./snapshotEncoding.ts"
 export { maxClusterSize } from "./snapshotFormat.ts"
 
@@ -103,7 +103,11 @@ export interface PackedAffiliates {
 export interface DecodedCluster extends ClusterEntry {
   /** Handed over: `ClusterStore.restore` makes it the cluster's own map (built on first read when packed). */
   readonly affiliates: Map<string, Affiliate>
-  /** The affiliates still in the record's bytes, when nothing in them had expired, the IDs are distinct and there is at least one; else `undefined`. */
+  /**
+   * The affiliates still in the record's bytes, when packing is on and the
+   * record holds 1 to 64 affiliates with distinct IDs and nothing expired;
+   * else `undefined`.
+   */
   readonly packed: PackedAffiliates | undefined
 }
 

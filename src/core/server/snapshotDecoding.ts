@@ -162,7 +162,7 @@ const readId = (reader: Reader, field: string): string => {
   }
 }
 
-/** Checks the ID whose payload comes next as `readId` does, without making a string; returns where it starts. */
+/** Checks the ID whose payload comes next as `readId` does (making a string only of a non-ASCII one); returns where it starts. */
 const checkId = (reader: Reader, field: string): number => {
   const start = reader.delimited()
   const bytes = reader.bytes
@@ -188,6 +188,8 @@ const sameRange = (bytes: Uint8Array, a: number, aEnd: number, b: number, bEnd: 
 
 /** Clusters with more affiliates are decoded at once: their ID check for repeats would cost too much. */
 const maxPackedAffiliates = 64
+
+const noSpans: Array<number> = []
 
 const expectWireType = (type: number, wanted: number, name: string): void => {
   if (type !== wanted) throw new Malformed(`field ${name} has wire type ${type}, expected ${wanted}`)
@@ -266,8 +268,10 @@ class ClusterReader {
   private readonly ends: Array<number> = []
   private readonly expiries: Array<number> = []
   private count = 0
-  /** The affiliates of the cluster being read. */
-  private affiliates = new Map<string, Affiliate>()
+  /** The affiliates of the cluster being read, only while `read` runs. */
+  private affiliates: Map<string, Affiliate> | undefined
+  /** Whether `decode` may keep clusters packed. */
+  private readonly pack: boolean
   /** While scanning, affiliates are checked and counted instead of built. */
   private scanning = false
   private scanned = 0
@@ -278,10 +282,11 @@ class ClusterReader {
   private readonly idStarts: Array<number> = []
   private readonly idEnds: Array<number> = []
   /** Where a scan writes each affiliate's parts, as `PackedAffiliates.spans` describes, and how many numbers so far. */
-  private spanOut: Array<number> = []
+  private spanOut: Array<number> = noSpans
   private spanLength = 0
-  constructor(now: number) {
+  constructor(now: number, pack = true) {
     this.now = now
+    this.pack = pack
   }
 
   /** Reads one EndpointSnapshot and records its bounds and expiry. */
@@ -387,7 +392,7 @@ class ClusterReader {
       layout[2 + 2 * e] = this.expiries[e]!
       layout[3 + 2 * e] = end
     }
-    this.affiliates.set(id, Affiliate.unsafeMake(id, builder.finish(), layout))
+    this.affiliates!.set(id, Affiliate.unsafeMake(id, builder.finish(), layout))
   }
 
   /** Counts a scanned affiliate, writes its spans, notes its earliest expiry and checks its ID against those before it. */
@@ -434,11 +439,12 @@ class ClusterReader {
   }
 
   /**
-   * Reads the ClusterSnapshot in `reader`'s bounds: packed when it holds at
-   * least one affiliate, no repeated affiliate ID and nothing expired at
-   * `now`, else built at once.
+   * Reads the ClusterSnapshot in `reader`'s bounds: packed when packing is on
+   * and it holds 1 to 64 affiliates, no repeated affiliate ID and nothing
+   * expired at `now`, else built at once.
    */
   decode(reader: Reader): DecodedCluster {
+    if (!this.pack) return this.read(reader)
     const start = reader.pos
     const end = reader.end
     const id = this.scan(reader, this.scratchSpans)
@@ -473,6 +479,7 @@ class ClusterReader {
       return this.readCluster(reader)
     } finally {
       this.scanning = false
+      this.spanOut = noSpans
     }
   }
 
@@ -486,8 +493,11 @@ class ClusterReader {
     const affiliates = new Map<string, Affiliate>()
     this.affiliates = affiliates
     this.builder.reset()
-    const id = this.readCluster(reader)
-    return { id, affiliates, packed: undefined }
+    try {
+      return { id: this.readCluster(reader), affiliates, packed: undefined }
+    } finally {
+      this.affiliates = undefined
+    }
   }
 
   /** Reads the fields of the ClusterSnapshot in `reader`'s bounds; returns its ID. */
@@ -516,9 +526,12 @@ class ClusterReader {
   }
 }
 
+/** Records up to this size are read back with the shared reader and buffer; larger ones with their own. */
+const sharedUnpackBytes = 1 << 16
+
 /** Reads packed records back; one serves all, since reading is synchronous. */
 let unpacker: ClusterReader | undefined
-let unpackBytes = new Uint8Array(0)
+const unpackBytes = new Uint8Array(sharedUnpackBytes)
 
 /**
  * A cluster's affiliates kept as the bytes of its snapshot record (one char
@@ -550,19 +563,24 @@ class PackedRecord implements PackedAffiliates {
     return this.reader().read(this.bytes()).affiliates
   }
 
-  /** The shared reader, counting TTLs from the instant the record was read. */
+  /**
+   * A reader counting TTLs from the instant the record was read: the shared
+   * one for a small record, else one of its own, so that no scratch buffer
+   * stays at the size of the largest record ever read back.
+   */
   private reader(): ClusterReader {
+    if (this.record.length > sharedUnpackBytes) return new ClusterReader(this.readAt)
     unpacker ??= new ClusterReader(0)
     unpacker.now = this.readAt
     return unpacker
   }
 
-  /** The record's bytes, in the shared buffer. */
+  /** The record's bytes: in the shared buffer when small, else in a buffer of their own. */
   private bytes(): Reader {
     const length = this.record.length
-    if (unpackBytes.length < length) unpackBytes = new Uint8Array(Math.max(length, 2 * unpackBytes.length, 4096))
-    writeBytes(this.record, 0, length, unpackBytes, 0)
-    return new Reader(unpackBytes, 0, length)
+    const bytes = length > sharedUnpackBytes ? new Uint8Array(length) : unpackBytes
+    writeBytes(this.record, 0, length, bytes, 0)
+    return new Reader(bytes, 0, length)
   }
 }
 
@@ -580,6 +598,15 @@ class PackedCluster implements DecodedCluster {
     this.unpacked ??= this.packed.unpack()
     return this.unpacked
   }
+}
+
+/** Options of the snapshot decoder. */
+export interface DecodeOptions {
+  /**
+   * Whether clusters may be kept packed until first used (default true);
+   * false builds every affiliate at once, as a reference or to measure.
+   */
+  readonly pack?: boolean
 }
 
 /** What `SnapshotDecoder.item` answers: the item was read or skipped, or it needs more of the file than is at hand. */
@@ -624,8 +651,8 @@ export class SnapshotDecoder {
   private skipping: Skipping | undefined
   private ended = false
   /** Turns TTLs into expiry instants from `now` (ms since the epoch). */
-  constructor(now: number) {
-    this.reader = new ClusterReader(now)
+  constructor(now: number, options: DecodeOptions = {}) {
+    this.reader = new ClusterReader(now, options.pack ?? true)
   }
 
   /**
@@ -810,8 +837,8 @@ export class SnapshotDecoder {
  * @category decoding
  * @since 0.1.0
  */
-export const decode = (bytes: Uint8Array, now: number): DecodedSnapshot => {
-  const decoder = new SnapshotDecoder(now)
+export const decode = (bytes: Uint8Array, now: number, options: DecodeOptions = {}): DecodedSnapshot => {
+  const decoder = new SnapshotDecoder(now, options)
   decoder.feed(bytes, 0, bytes.length, true)
   return decoder.result()
 }
