@@ -30,10 +30,12 @@ export interface WritableCall {
 const compactAfter = 1024
 
 /**
- * Runs the writes of ready sinks in batches, one batch per turn of the event
- * loop (the transport flushes between turns). The first batch of a burst is
- * small so the first watchers hear of a change at once; each next one is
- * twice as large, up to `batch` sinks.
+ * Runs the writes of ready sinks in batches. The first batch of a burst is
+ * small and runs as soon as the code that made the change returns (a
+ * microtask), so the first watchers' messages leave with the change's own
+ * response; each next batch runs one turn of the event loop later (the
+ * transport flushes between turns) and is twice as large, up to `batch`
+ * sinks.
  *
  * @category models
  * @since 0.1.0
@@ -57,7 +59,7 @@ export class FanOut {
     this.ready.push(sink)
     if (!this.scheduled) {
       this.scheduled = true
-      setImmediate(this.run)
+      queueMicrotask(this.run)
     }
   }
 

@@ -152,6 +152,23 @@ describe("FanOut", () => {
     assert.isTrue(calls.every((call) => call.written.length === 900))
   })
 
+  it("writes a burst's first batch once the code that offered it returns, before the event loop turns", async () => {
+    const fanOut = new FanOut(8, 2)
+    const calls = Array.from({ length: 3 }, () => new FakeCall())
+    const sinks = calls.map((call) => sinkOn(call, fanOut).sink)
+    for (const sink of sinks) sink.start([])
+    for (const sink of sinks) sink.offer(delta(1))
+    assert.isTrue(
+      calls.every((call) => call.written.length === 0),
+      "nothing is written while the change is still being made"
+    )
+    await Promise.resolve()
+    assert.deepStrictEqual(
+      calls.map((call) => call.written.length),
+      [1, 1, 0]
+    )
+  })
+
   it("starts a burst with a small batch and doubles it each turn up to the most", async () => {
     const fanOut = new FanOut(8, 2)
     const burst = async (count: number, turns: number) => {
