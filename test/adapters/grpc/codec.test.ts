@@ -3,6 +3,7 @@ import { DurationSchema } from "@bufbuild/protobuf/wkt"
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Result } from "effect"
 import fc from "fast-check"
+import { ClusterService } from "../../../src/adapters/grpc/ClusterService.ts"
 import * as Codec from "../../../src/adapters/grpc/codec.ts"
 import {
   AffiliateDeleteRequestSchema,
@@ -147,6 +148,29 @@ describe("codec", () => {
   })
 
   describe("responses round-trip", () => {
+    it("HelloResponse: the service's serializer writes the bytes protobuf-es writes", () => {
+      const serialize = ClusterService.Hello.responseSerialize
+      const unknown = fc.option(
+        fc.uint8Array({ minLength: 1, maxLength: 8 }).map((data) => [{ no: 9, wireType: 2, data }]),
+        { nil: undefined }
+      )
+      const redirect = fc.option(
+        fc.record({ endpoint: fc.oneof(fc.string(), fc.string({ unit: "grapheme", minLength: 60 })), unknown }),
+        { nil: undefined }
+      )
+      fc.assert(
+        fc.property(redirect, fc.uint8Array({ maxLength: 200 }), unknown, (r, clientIp, $unknown) => {
+          const message = create(HelloResponseSchema, {
+            clientIp,
+            ...(r === undefined ? {} : { redirect: { endpoint: r.endpoint, $unknown: r.unknown } })
+          })
+          if ($unknown !== undefined) message.$unknown = $unknown
+          assert.deepStrictEqual(Array.from(serialize(message)), Array.from(toBinary(HelloResponseSchema, message)))
+        }),
+        { numRuns: 500 }
+      )
+    })
+
     it("HelloResponse, with an absent redirect or address staying absent", () => {
       const redirect = fc.option(fc.string({ minLength: 1 }), { nil: undefined })
       const address = fc.option(fc.uint8Array({ minLength: 1, maxLength: 20 }), { nil: undefined })
