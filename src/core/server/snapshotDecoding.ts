@@ -167,16 +167,19 @@ const checkId = (reader: Reader, field: string): number => {
   const start = reader.delimited()
   const bytes = reader.bytes
   const end = reader.pos
-  for (let i = start; i < end; i++) {
-    if (bytes[i]! < 0x80) continue
-    try {
-      utf8Decoder.decode(bytes.subarray(start, end))
-    } catch {
-      throw new Malformed(`${field} is not valid UTF-8`)
-    }
-    break
-  }
+  let high = 0
+  for (let i = start; i < end; i++) high |= bytes[i]!
+  if (high >= 0x80) checkUtf8(bytes, start, end, field)
   return start
+}
+
+/** Throws `Malformed` unless `bytes[start, end)` is valid UTF-8. */
+const checkUtf8 = (bytes: Uint8Array, start: number, end: number, field: string): void => {
+  try {
+    utf8Decoder.decode(bytes.subarray(start, end))
+  } catch {
+    throw new Malformed(`${field} is not valid UTF-8`)
+  }
 }
 
 /** Whether `bytes[a, aEnd)` and `bytes[b, bEnd)` are equal. */
