@@ -42,6 +42,7 @@ const compactAfter = 1024
  */
 export class FanOut {
   private readonly ready: Array<CallSink | undefined> = []
+  private unsettled: Array<CallSink> = []
   private head = 0
   private scheduled = false
   private size: number
@@ -61,6 +62,18 @@ export class FanOut {
       this.scheduled = true
       queueMicrotask(this.run)
     }
+  }
+
+  /** Tells `sink`, whose call has just pushed back, at the next turn that it is still pushed back (see `CallSink.offer`). */
+  settleLater(sink: CallSink): void {
+    this.unsettled.push(sink)
+    if (this.unsettled.length === 1) setImmediate(this.settle)
+  }
+
+  private readonly settle = (): void => {
+    const sinks = this.unsettled
+    this.unsettled = []
+    for (const sink of sinks) sink.settle()
   }
 
   private readonly run = (): void => {
@@ -120,6 +133,8 @@ export class CallSink implements WatchSink {
   private started = false
   private queued = false
   private blocked = false
+  /** Blocked since an earlier turn of the event loop: only then does the client hold up its deltas. */
+  private pushedBack = false
   private closed = false
   private ending: SubscriptionLost | Unavailable | undefined
   private finished = false
@@ -145,14 +160,16 @@ export class CallSink implements WatchSink {
   }
 
   /**
-   * Takes a delta. A sink whose call pushes back holds at most `capacity`
-   * unwritten deltas; one waiting only for the fan-out's turn holds up to
-   * {@link waitingMax}, since the fan-out, not the client, is behind.
+   * Takes a delta. A sink whose call has pushed back since an earlier turn of
+   * the event loop holds at most `capacity` unwritten deltas; one waiting
+   * only for the fan-out's turn, or pushed back within this turn (its call's
+   * buffer cannot drain before the loop turns), holds up to
+   * {@link waitingMax}, since the server, not the client, is behind.
    */
   offer(delta: WatchDelta): boolean {
     if (this.closed) return true
     const held = this.pending.length
-    if ((this.blocked && held >= this.capacity) || held >= waitingMax) return false
+    if ((this.pushedBack && held >= this.capacity) || held >= waitingMax) return false
     this.pending.push(delta)
     this.wake()
     return true
@@ -201,14 +218,21 @@ export class CallSink implements WatchSink {
     }
   }
 
+  /** Called by the fan-out a turn after the call pushed back: if it has not drained since, the client is behind. */
+  settle(): void {
+    if (this.blocked) this.pushedBack = true
+  }
+
   private write(bytes: Uint8Array): void {
     if (this.call.write(bytes) || this.blocked) return
     this.blocked = true
+    this.fanOut.settleLater(this)
     this.call.once("drain", this.drained)
   }
 
   private readonly drained = (): void => {
     this.blocked = false
+    this.pushedBack = false
     this.wake()
   }
 

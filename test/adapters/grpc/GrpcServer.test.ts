@@ -170,6 +170,37 @@ for (const transport of transports) {
       }).pipe(Effect.provide(serverLayer()))
     )
 
+    it.effect("keeps a reading watcher through a burst of changes made within one turn of the event loop", () =>
+      Effect.gen(function* () {
+        // Requests read in one poll phase make their changes in one turn; the call's buffer cannot drain before the
+        // loop turns, which must not count as the client falling behind.
+        const core = yield* ClusterApi
+        const run = Effect.runForkWith(yield* Effect.context<never>())
+        const watch = yield* watcher((yield* connect()).watch({ clusterId: "c" }))
+        assert.strictEqual((yield* watch.next)._tag, "Snapshot")
+        const count = 200
+        const data = blob(2048, 7)
+        for (let i = 0; i < count; i++) {
+          setImmediate(() =>
+            run(
+              core.affiliateUpdate({
+                clusterId: "c",
+                affiliateId: `a${i}`,
+                data,
+                endpoints: [],
+                ttl: Duration.minutes(1)
+              })
+            )
+          )
+        }
+        const events = yield* watch.take(count)
+        assert.deepStrictEqual(
+          events.map((event) => event._tag === "Updated" && event.affiliate.id),
+          Array.from({ length: count }, (_, i) => `a${i}`)
+        )
+      }).pipe(Effect.provide(serverLayer()))
+    )
+
     it.effect("cuts off a watcher that stops reading with ABORTED while another keeps up", () =>
       Effect.gen(function* () {
         const core = yield* ClusterApi

@@ -52,6 +52,8 @@ describe("CallSink", () => {
     const call = new FakeCall(1)
     const { sink } = sinkOn(call, new FanOut(), 2)
     sink.start([Uint8Array.of(0)])
+    await nextTurn()
+    // Still pushed back a turn later: the client is behind.
     assert.isTrue(sink.offer(delta(1)))
     assert.isTrue(sink.offer(delta(2)))
     assert.isFalse(sink.offer(delta(3)), "a third unwritten delta does not fit")
@@ -68,6 +70,27 @@ describe("CallSink", () => {
     sink.start(Array.from({ length: 20 }, (_, i) => Uint8Array.of(i)))
     assert.strictEqual(call.written.length, 20, "the whole snapshot is handed to the call")
     assert.strictEqual(call.listenerCount("drain"), 1)
+  })
+
+  it("does not count deltas offered in the turn its call pushed back in against the cut-off", async () => {
+    // A gRPC call's buffer cannot drain before the event loop turns, so a burst of changes handled in one turn
+    // fills it whatever the client does; the cut-off is for clients still behind a turn later.
+    const call = new FakeCall(16)
+    const { sink } = sinkOn(call, new FanOut(), 4)
+    sink.start([])
+    const results = await new Promise<Array<boolean>>((resolve) => {
+      const taken: Array<boolean> = []
+      for (let i = 1; i <= 40; i++) {
+        setImmediate(() => {
+          taken.push(sink.offer(delta(i)))
+          if (i === 40) resolve(taken)
+        })
+      }
+    })
+    assert.isTrue(results.every(Boolean), `refused at offer ${results.indexOf(false) + 1}`)
+    await nextTurn()
+    for (let i = 0; i < 4; i++) sink.offer(delta(100 + i))
+    assert.isFalse(sink.offer(delta(200)), "a turn later, with the call still pushing back, the cut-off applies")
   })
 
   it("does not count deltas that only wait for the fan-out's turn against the cut-off", () => {
