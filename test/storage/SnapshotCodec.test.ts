@@ -192,6 +192,25 @@ describe("SnapshotCodec", () => {
   })
 
   describe("decode", () => {
+    it("hands over a packed cluster's affiliates once read: changes to that map are what is written", () => {
+      const bytes = encode(
+        [clusterEntry("c1", [affiliateEntry("a1", utf8("1"), 60), affiliateEntry("a2", utf8("2"), 60)])],
+        now
+      ).bytes
+      const saved = (pack: boolean) => {
+        const [cluster] = decode(bytes, now, { pack }).clusters
+        assert.strictEqual(cluster!.packed !== undefined, pack)
+        cluster!.affiliates.delete("a2")
+        assert.isUndefined(cluster!.packed, "no longer packed once its map is handed out")
+        return toHex(encode([cluster!], now).bytes)
+      }
+      assert.strictEqual(saved(true), saved(false))
+      assert.strictEqual(
+        saved(true),
+        toHex(encode([clusterEntry("c1", [affiliateEntry("a1", utf8("1"), 60)])], now).bytes)
+      )
+    })
+
     it("keeps odd but valid records packed, and writes them back byte for byte as when built at once", () => {
       const legacy = toBinary(
         AffiliateSnapshotSchema,

@@ -587,18 +587,26 @@ class PackedRecord implements PackedAffiliates {
   }
 }
 
-/** A decoded cluster kept packed; reading `affiliates` unpacks a copy, once. */
+/**
+ * A decoded cluster kept packed. Reading `affiliates` unpacks it, once, and
+ * hands that map over: from then on `packed` is `undefined`, so the map,
+ * however the caller changed it, is what is restored or written.
+ */
 class PackedCluster implements DecodedCluster {
   readonly id: string
-  readonly packed: PackedRecord
+  private readonly record: PackedRecord
   private unpacked: Map<string, Affiliate> | undefined
-  constructor(id: string, packed: PackedRecord) {
+  constructor(id: string, record: PackedRecord) {
     this.id = id
-    this.packed = packed
+    this.record = record
+  }
+
+  get packed(): PackedRecord | undefined {
+    return this.unpacked === undefined ? this.record : undefined
   }
 
   get affiliates(): Map<string, Affiliate> {
-    this.unpacked ??= this.packed.unpack()
+    this.unpacked ??= this.record.unpack()
     return this.unpacked
   }
 }
