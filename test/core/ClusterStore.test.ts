@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ClusterStore } from "../../src/core/server/ClusterStore.ts"
-import { decode, encode } from "../../src/core/server/SnapshotCodec.ts"
+import { decode, encode, encodePieces } from "../../src/core/server/SnapshotCodec.ts"
+import { joinPieces } from "../../src/ports/SnapshotStore.ts"
 import type { WatchDelta, WatchSink } from "../../src/ports/ClusterApi.ts"
 import type { SubscriptionLost, Unavailable } from "../../src/ports/DiscoveryError.ts"
 import { ResourceExhausted } from "../../src/ports/DiscoveryError.ts"
@@ -395,6 +396,35 @@ describe("ClusterStore", () => {
       store.update(updateRequest({ data: blob(8, 7) }), now + minute)
       store.update(updateRequest({ data: blob(8, 7) }), now + minute)
       assert.strictEqual(drain(queue).events.length, 1)
+    })
+  })
+
+  describe("snapshotEntries", () => {
+    it("gives a paused save each cluster once: one deleted and created again during a pause is left to the next", () => {
+      const store = new ClusterStore()
+      for (const id of ["c1", "c2", "c3"])
+        store.update(updateRequest({ clusterId: id, data: utf8(`old-${id}`) }), now + minute)
+      // Pieces of one record each: the encoder pauses after every cluster.
+      const pieces = encodePieces(store.snapshotEntries(), now, 1)
+      const saved: Array<Uint8Array> = [pieces.next().value as Uint8Array]
+      store.delete({ clusterId: "c1", affiliateId: "a1" })
+      assert.isFalse(store.clusters.has("c1"))
+      store.update(updateRequest({ clusterId: "c1", data: utf8("new-c1") }), now + minute)
+      store.update(updateRequest({ clusterId: "c4", data: utf8("new-c4") }), now + minute)
+      for (let next = pieces.next(); !next.done; next = pieces.next()) saved.push(next.value.slice())
+      const decoded = decode(joinPieces(saved.map((piece) => piece.slice())), now)
+      assert.deepStrictEqual(decoded.skipped, [])
+      assert.deepStrictEqual(
+        decoded.clusters.map((cluster) => [
+          cluster.id,
+          plainList([...cluster.affiliates.values()].map((a) => a.view()))
+        ]),
+        [
+          ["c1", [af("a1", "old-c1")]],
+          ["c2", [af("a1", "old-c2")]],
+          ["c3", [af("a1", "old-c3")]]
+        ]
+      )
     })
   })
 

@@ -25,6 +25,8 @@ export class Cluster implements ClusterEntry {
   /** Created with the first watcher: most clusters never have one, and an empty Set costs ~100 bytes. */
   private sinks: Set<WatchSink> | undefined = undefined
   revision = 0
+  /** The store's creation number of this cluster (see `ClusterStore.snapshotEntries`). */
+  serial = 0
   readonly id: string
   private readonly release: () => void
   /**

@@ -174,10 +174,10 @@ export const make = Effect.fnUntraced(function* (caps: StoreCaps) {
     ),
     stats: Effect.sync(() => store.stats()),
     exportSnapshot: Clock.clockWith((clock) =>
-      Effect.sync(() => SnapshotCodec.encode(store.clusters.values(), clock.currentTimeMillisUnsafe()))
+      Effect.sync(() => SnapshotCodec.encode(store.snapshotEntries(), clock.currentTimeMillisUnsafe()))
     ),
     snapshotPieces: Clock.clockWith((clock) =>
-      Effect.sync(() => SnapshotCodec.encodePieces(store.clusters.values(), clock.currentTimeMillisUnsafe()))
+      Effect.sync(() => SnapshotCodec.encodePieces(store.snapshotEntries(), clock.currentTimeMillisUnsafe()))
     ),
     importSnapshot: (bytes) =>
       Clock.clockWith((clock) =>

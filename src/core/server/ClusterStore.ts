@@ -105,6 +105,8 @@ const tooManyWatches = () => new ResourceExhausted({ message: "too many watches"
  */
 export class ClusterStore {
   readonly clusters = new Map<string, Cluster>()
+  /** How many clusters were ever created; each gets the next number as its serial. */
+  private created = 0
   private watches = 0
   private readonly releaseWatch = () => {
     this.watches--
@@ -123,10 +125,7 @@ export class ClusterStore {
       if (cluster !== undefined && cluster.affiliates.size >= Limits.clusterAffiliatesMax) return tooManyAffiliates()
       affiliate = new Affiliate(request.affiliateId)
       if (affiliate.wouldExceed(request.endpoints, Limits.affiliateEndpointsMax)) return tooManyEndpoints()
-      if (cluster === undefined) {
-        cluster = new Cluster(request.clusterId, this.releaseWatch)
-        this.clusters.set(cluster.id, cluster)
-      }
+      if (cluster === undefined) cluster = this.add(new Cluster(request.clusterId, this.releaseWatch))
       cluster.affiliates.set(affiliate.id, affiliate)
       affiliate.merge(request.data, request.endpoints, expiresAt)
       cluster.publishUpdated(affiliate)
@@ -156,8 +155,7 @@ export class ClusterStore {
     let cluster = this.clusters.get(clusterId)
     if (cluster === undefined) {
       if (this.clusters.size >= this.caps.maxClusters) return tooManyClusters()
-      cluster = new Cluster(clusterId, this.releaseWatch)
-      this.clusters.set(clusterId, cluster)
+      cluster = this.add(new Cluster(clusterId, this.releaseWatch))
     }
     cluster.addWatcher(sink)
     this.watches++
@@ -232,7 +230,7 @@ export class ClusterStore {
     if (affiliates instanceof Map) return this.adopt(clusterId, affiliates, now)
     if (isPacked(affiliates)) {
       if (affiliates.earliestExpiry <= now) return this.adopt(clusterId, affiliates.unpack(), now)
-      this.clusters.set(clusterId, new Cluster(clusterId, this.releaseWatch, affiliates))
+      this.add(new Cluster(clusterId, this.releaseWatch, affiliates))
       return {
         affiliates: affiliates.affiliates,
         endpoints: affiliates.endpoints,
@@ -258,7 +256,7 @@ export class ClusterStore {
       kept++
       endpoints += affiliate.endpointCount
     }
-    this.clusters.set(clusterId, cluster)
+    this.add(cluster)
     return { affiliates: kept, endpoints, expiredAffiliates, expiredEndpoints }
   }
 
@@ -278,8 +276,20 @@ export class ClusterStore {
       expiredEndpoints += stored - affiliate.endpointCount
       endpoints += affiliate.endpointCount
     }
-    this.clusters.set(clusterId, new Cluster(clusterId, this.releaseWatch, affiliates))
+    this.add(new Cluster(clusterId, this.releaseWatch, affiliates))
     return { affiliates: affiliates.size, endpoints, expiredAffiliates, expiredEndpoints }
+  }
+
+  /**
+   * The clusters a snapshot writes, each as it is when the encoder reaches
+   * it: those held when the snapshot starts. The encoder may pause between
+   * clusters (see `SnapshotCodec.encodePieces`); a cluster created during a
+   * pause is left to the next snapshot, so one deleted and created again is
+   * never written twice.
+   */
+  *snapshotEntries(): Generator<Cluster, void, undefined> {
+    const last = this.created
+    for (const cluster of this.clusters.values()) if (cluster.serial <= last) yield cluster
   }
 
   /** Ends every open watch with the given failure, as on shutdown. */
@@ -287,6 +297,12 @@ export class ClusterStore {
     for (const cluster of this.clusters.values()) {
       for (const watcher of cluster.watchers) end(watcher)
     }
+  }
+
+  private add(cluster: Cluster): Cluster {
+    cluster.serial = ++this.created
+    this.clusters.set(cluster.id, cluster)
+    return cluster
   }
 
   private dropIfEmpty(cluster: Cluster): void {
