@@ -537,9 +537,15 @@ export const register = (
             Effect.tap(subscribe(request, sink), (snapshot) =>
               Effect.sync(() => sink.start(encodeSnapshot(snapshot.affiliates, budget)))
             ),
-            Effect.callback<never, SubscriptionLost | Unavailable>((resume) => {
+            Effect.callback<void, SubscriptionLost | Unavailable>((resume) => {
               sink.whenEnded((error) => resume(Effect.fail(error)))
-              return Effect.sync(() => sink.close())
+              // A call that ends on its own (a message it could not send) takes its watch with it.
+              const closed = () => resume(Effect.void)
+              call.on("close", closed)
+              return Effect.sync(() => {
+                call.off("close", closed)
+                sink.close()
+              })
             })
           )
         })

@@ -10,6 +10,7 @@ import {
   HelloRequestSchema,
   HelloResponseSchema
 } from "../../../src/gen/discovery/server/cluster_pb.ts"
+import { ClusterState } from "../../../src/core/server/ClusterState.ts"
 import type { WatchEvent } from "../../../src/ports/ClusterApi.ts"
 import { ClusterApi } from "../../../src/ports/ClusterApi.ts"
 import {
@@ -168,6 +169,31 @@ for (const transport of transports) {
         assert.deepStrictEqual(error._tag === "BindError" && error.address, taken)
         assert.strictEqual((yield* GrpcServer.GrpcServer).transport, transport)
       }).pipe(Effect.provide(serverLayer()))
+    )
+
+    it.effect("ends a Watch whose message the call cannot send, releasing its subscription", () =>
+      Effect.gen(function* () {
+        const core = yield* ClusterApi
+        const state = yield* ClusterState
+        const watch = yield* watcher((yield* connect()).watch({ clusterId: "c" }))
+        assert.strictEqual((yield* watch.next)._tag, "Snapshot")
+        assert.strictEqual((yield* state.stats).watches, 1)
+        // Over the send limit: the call ends with RESOURCE_EXHAUSTED on its own.
+        yield* core.affiliateUpdate({
+          clusterId: "c",
+          affiliateId: "a",
+          data: blob(1024, 1),
+          endpoints: [],
+          ttl: Duration.minutes(1)
+        })
+        const error = failureOf(yield* Effect.exit(watch.next))
+        assert.include(error.message, "larger than max")
+        let watches = 1
+        yield* waitUntil(() => {
+          Effect.runFork(Effect.map(state.stats, (stats) => (watches = stats.watches)))
+          return watches === 0
+        }, "the subscription is released")
+      }).pipe(Effect.provide(serverLayer({}, { channelOptions: { "grpc.max_send_message_length": 512 } })))
     )
 
     it.effect("keeps a reading watcher through a burst of changes made within one turn of the event loop", () =>
