@@ -48,6 +48,7 @@ import type {
   WatchEvent
 } from "../../ports/ClusterApi.ts"
 import { Limits } from "../../core/server/limits.ts"
+import { varintSize } from "../../core/varint.ts"
 import { InvalidArgument } from "../../ports/DiscoveryError.ts"
 
 const int64Max = (1n << 63n) - 1n
@@ -395,15 +396,6 @@ export const listResponseToProto = (affiliates: ReadonlyArray<AffiliateView>): P
  */
 export const listResponseFromProto = (message: ProtoListResponse): ReadonlyArray<AffiliateView> =>
   message.affiliates.map(affiliateFromProto)
-
-const varintSize = (value: number): number => {
-  let size = 1
-  while (value >= 0x80) {
-    value = Math.floor(value / 128)
-    size++
-  }
-  return size
-}
 
 /**
  * Encodes a snapshot as WatchResponse messages of at most `budget` bytes each

@@ -9,6 +9,7 @@
  * @since 0.1.0
  */
 import { utf8Length } from "../utf8.ts"
+import { putVarint, varintSize } from "../varint.ts"
 import { Affiliate } from "./Affiliate.ts"
 import { writeBytes } from "./binaryString.ts"
 import type { ClusterEntry, EncodedSnapshot, PackedAffiliates, SnapshotContents } from "./SnapshotCodec.ts"
@@ -19,17 +20,6 @@ import { joinPieces } from "../../ports/SnapshotStore.ts"
 const ttlSeconds = (expiresAt: number, now: number): number =>
   Math.min(Math.max(Math.trunc((expiresAt - now) / 1000), -maxDurationSeconds), maxDurationSeconds)
 
-/** Bytes of `value` as a varint (10 for a negative number, as an int64). */
-const varintSize = (value: number): number => {
-  if (value < 0) return 10
-  if (value < 0x80) return 1
-  if (value < 0x4000) return 2
-  if (value < 0x20_0000) return 3
-  let size = 4
-  for (value = Math.floor(value / 0x20_0000); value >= 128; value = Math.floor(value / 128)) size++
-  return size
-}
-
 /** Bytes of a length-delimited field with a one-byte tag. */
 const fieldSize = (length: number): number => 1 + varintSize(length) + length
 
@@ -39,34 +29,6 @@ const durationSize = (seconds: number): number => (seconds === 0 ? 0 : 1 + varin
 /** Body bytes of an EndpointSnapshot with `length` bytes of data and a TTL of `seconds`. */
 const endpointSize = (length: number, seconds: number): number =>
   (length > 0 ? fieldSize(length) : 0) + fieldSize(durationSize(seconds))
-
-/** Writes `value` (a length, tag or seconds count) as a varint at `pos`; returns the position after it. */
-const putVarint = (bytes: Uint8Array, pos: number, value: number): number => {
-  if (value >= 0 && value <= 0x7fff_ffff) {
-    let rest = value | 0
-    while (rest >= 0x80) {
-      bytes[pos++] = (rest & 0x7f) | 0x80
-      rest >>>= 7
-    }
-    bytes[pos++] = rest
-    return pos
-  }
-  if (value < 0) {
-    let big = BigInt.asUintN(64, BigInt(value))
-    for (let i = 0; i < 9; i++) {
-      bytes[pos++] = Number(big & 0x7fn) | 0x80
-      big >>= 7n
-    }
-    bytes[pos++] = Number(big)
-    return pos
-  }
-  while (value >= 128) {
-    bytes[pos++] = (value % 128) | 0x80
-    value = Math.floor(value / 128)
-  }
-  bytes[pos++] = value
-  return pos
-}
 
 /** Writes a Duration field holding only `seconds`; returns the position after it. */
 const putDuration = (bytes: Uint8Array, pos: number, tag: number, seconds: number): number => {
