@@ -22,6 +22,15 @@ export const varintSize = (value: number): number => {
 }
 
 /**
+ * Bytes of a length-delimited field with a one-byte tag and a body of
+ * `length` bytes.
+ *
+ * @category encoding
+ * @since 0.1.0
+ */
+export const fieldSize = (length: number): number => 1 + varintSize(length) + length
+
+/**
  * Writes `value` (a length, tag or count; a negative one as an int64) as a
  * varint at `pos`; returns the position after it.
  *

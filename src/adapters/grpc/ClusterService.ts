@@ -22,7 +22,7 @@ import type {
   WatchResponse
 } from "../../gen/discovery/server/cluster_pb.ts"
 import { Cluster } from "../../gen/discovery/server/cluster_pb.ts"
-import { putVarint, varintSize } from "../../core/varint.ts"
+import { fieldSize, putVarint } from "../../core/varint.ts"
 import type { DecodedRequest } from "./codec.ts"
 import {
   decodeAffiliateDeleteRequest,
@@ -60,7 +60,13 @@ export interface ClusterMethod<ClientRequest, ServerRequest, ServerResponse, Cli
  */
 export const asBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
 
-const serializer =
+/**
+ * The grpc-js serializer of a protobuf-es message type.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const serializer =
   <Desc extends DescMessage>(schema: Desc) =>
   (message: MessageShape<Desc>): Buffer =>
     asBuffer(toBinary(schema, message))
@@ -91,11 +97,9 @@ const helloResponseSerializer = (message: HelloResponse): Buffer => {
     return asBuffer(toBinary(Cluster.method.hello.output, message))
   }
   const endpointLength = redirect === undefined ? 0 : Buffer.byteLength(redirect.endpoint, "utf8")
-  const redirectLength = endpointLength === 0 ? 0 : 1 + varintSize(endpointLength) + endpointLength
+  const redirectLength = endpointLength === 0 ? 0 : fieldSize(endpointLength)
   const ip = message.clientIp
-  const size =
-    (redirect === undefined ? 0 : 1 + varintSize(redirectLength) + redirectLength) +
-    (ip.length === 0 ? 0 : 1 + varintSize(ip.length) + ip.length)
+  const size = (redirect === undefined ? 0 : fieldSize(redirectLength)) + (ip.length === 0 ? 0 : fieldSize(ip.length))
   if (size === 0) return noBytes
   const bytes = Buffer.allocUnsafe(size)
   let pos = 0
@@ -116,7 +120,13 @@ const helloResponseSerializer = (message: HelloResponse): Buffer => {
   return bytes
 }
 
-const deserializer =
+/**
+ * The grpc-js deserializer of a protobuf-es message type.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const deserializer =
   <Desc extends DescMessage>(schema: Desc) =>
   (bytes: Buffer): MessageShape<Desc> =>
     fromBinary(schema, bytes)

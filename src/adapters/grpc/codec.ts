@@ -48,7 +48,7 @@ import type {
   WatchEvent
 } from "../../ports/ClusterApi.ts"
 import { Limits } from "../../core/server/limits.ts"
-import { varintSize } from "../../core/varint.ts"
+import { fieldSize } from "../../core/varint.ts"
 import { InvalidArgument } from "../../ports/DiscoveryError.ts"
 
 const int64Max = (1n << 63n) - 1n
@@ -413,7 +413,7 @@ export const encodeSnapshot = (affiliates: ReadonlyArray<AffiliateView>, budget:
   let size = 0
   for (const affiliate of affiliates) {
     const bytes = toBinary(AffiliateSchema, affiliateToProto(affiliate))
-    const entrySize = 1 + varintSize(bytes.length) + bytes.length
+    const entrySize = fieldSize(bytes.length)
     if (size > 0 && size + entrySize > budget) {
       messages.push(writer.finish())
       writer = new BinaryWriter()

@@ -10,11 +10,12 @@
  * @since 0.1.0
  */
 import type { DescMessage, MessageShape } from "@bufbuild/protobuf"
-import { create, fromBinary, toBinary } from "@bufbuild/protobuf"
+import { create, toBinary } from "@bufbuild/protobuf"
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt"
 import * as grpc from "@grpc/grpc-js"
 import type { Scope } from "effect"
 import { Effect } from "effect"
+import { deserializer, serializer } from "./ClusterService.ts"
 import type {
   HealthCheckRequest,
   HealthCheckResponse,
@@ -52,8 +53,6 @@ export const fileDescriptorProtos: Effect.Effect<ReadonlyArray<Buffer>> = Effect
 /** List answers RESOURCE_EXHAUSTED beyond this many services (the limit of grpc-health-check, which this replaces). */
 const listLimit = 100
 
-const asBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
-
 const method = <I extends DescMessage, O extends DescMessage>(
   name: string,
   input: I,
@@ -63,10 +62,10 @@ const method = <I extends DescMessage, O extends DescMessage>(
   path: `/${serviceName}/${name}`,
   requestStream: false,
   responseStream,
-  requestSerialize: (message) => asBuffer(toBinary(input, message)),
-  requestDeserialize: (bytes) => fromBinary(input, bytes),
-  responseSerialize: (message) => asBuffer(toBinary(output, message)),
-  responseDeserialize: (bytes) => fromBinary(output, bytes)
+  requestSerialize: serializer(input),
+  requestDeserialize: deserializer(input),
+  responseSerialize: serializer(output),
+  responseDeserialize: deserializer(output)
 })
 
 /**

@@ -15,6 +15,7 @@ import { FileDescriptorProtoSchema, file_google_protobuf_duration } from "@bufbu
 import * as grpc from "@grpc/grpc-js"
 import type { Scope } from "effect"
 import { Effect } from "effect"
+import { deserializer, serializer } from "./ClusterService.ts"
 import { file_discovery_server_cluster } from "../../gen/discovery/server/cluster_pb.ts"
 import type { ServerReflectionRequest, ServerReflectionResponse } from "../../gen/grpc/reflection/v1/reflection_pb.ts"
 import {
@@ -140,19 +141,16 @@ const answer = (index: Index, request: ServerReflectionRequest["messageRequest"]
   }
 }
 
-const asBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
-
 /** v1 and v1alpha have the same messages, field for field, so the v1 code reads and writes both. */
 const definition = (version: "v1" | "v1alpha") => ({
   ServerReflectionInfo: {
     path: `/grpc.reflection.${version}.ServerReflection/ServerReflectionInfo`,
     requestStream: true,
     responseStream: true,
-    requestSerialize: (message: ServerReflectionRequest) => asBuffer(toBinary(ServerReflectionRequestSchema, message)),
-    requestDeserialize: (bytes: Buffer) => fromBinary(ServerReflectionRequestSchema, bytes),
-    responseSerialize: (message: ServerReflectionResponse) =>
-      asBuffer(toBinary(ServerReflectionResponseSchema, message)),
-    responseDeserialize: (bytes: Buffer) => fromBinary(ServerReflectionResponseSchema, bytes)
+    requestSerialize: serializer(ServerReflectionRequestSchema),
+    requestDeserialize: deserializer(ServerReflectionRequestSchema),
+    responseSerialize: serializer(ServerReflectionResponseSchema),
+    responseDeserialize: deserializer(ServerReflectionResponseSchema)
   }
 })
 

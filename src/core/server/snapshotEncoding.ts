@@ -9,7 +9,7 @@
  * @since 0.1.0
  */
 import { utf8Length } from "../utf8.ts"
-import { putVarint, varintSize } from "../varint.ts"
+import { fieldSize, putVarint, varintSize } from "../varint.ts"
 import { Affiliate } from "./Affiliate.ts"
 import { writeBytes } from "./binaryString.ts"
 import type { ClusterEntry, EncodedSnapshot, PackedAffiliates, SnapshotContents } from "./SnapshotCodec.ts"
@@ -19,9 +19,6 @@ import { joinPieces } from "../../ports/SnapshotStore.ts"
 /** The TTL written for an entry: whole seconds left, truncated toward zero, saturated like Go's Duration. */
 const ttlSeconds = (expiresAt: number, now: number): number =>
   Math.min(Math.max(Math.trunc((expiresAt - now) / 1000), -maxDurationSeconds), maxDurationSeconds)
-
-/** Bytes of a length-delimited field with a one-byte tag. */
-const fieldSize = (length: number): number => 1 + varintSize(length) + length
 
 /** Bytes of a Duration holding only `seconds` (nanos is always 0, so left out). */
 const durationSize = (seconds: number): number => (seconds === 0 ? 0 : 1 + varintSize(seconds))
