@@ -9,7 +9,10 @@
  * Variants: `bench` is the bench's command (`node scripts/start.ts …`, the
  * start-up bundle), `start` is `npm start -- …` (npm's own start-up included),
  * `help` is `node scripts/start.ts --help`, `start-http` is `start` with the
- * landing page and the metrics endpoint on, and `restart` (with `--snapshot
+ * landing page and the metrics endpoint on, `original` is the original
+ * service's binary, `floor` is `bench/startupFloor.mjs` (a bare `node:http2`
+ * server answering every call: the least any Node server can take), and
+ * `restart` (with `--snapshot
  * FILE`) is `bench` on a fresh copy of FILE with snapshots on, killed once
  * ready so that it never saves. `--roots DIR,DIR` runs every variant in each
  * checkout given (for example an unchanged copy made with `git archive HEAD`),
@@ -50,6 +53,7 @@ const env = {
 }
 const snapshot = option("snapshot", "")
 const loadgen = resolve(binDir, "loadgen")
+const original = resolve(binDir, "discovery-service")
 if (!existsSync(loadgen)) throw new Error(`${loadgen} is missing: run \`npm run bench -- --only core\` once`)
 
 const serviceFlags = (address: string) => [
@@ -107,6 +111,14 @@ const httpFlags = (address: string) => [
 ]
 
 const variants: Record<string, (cwd: string) => Promise<number>> = {
+  original: (cwd) =>
+    ready(cwd, original, (address) => [
+      `-addr=${address}`,
+      "-landing-addr=",
+      "-metrics-addr=",
+      "-snapshots-enabled=false"
+    ]),
+  floor: (cwd) => ready(cwd, process.execPath, (address) => ["bench/startupFloor.mjs", `--addr=${address}`]),
   start: (cwd) => ready(cwd, "npm", (address) => ["start", "--silent", "--", ...serviceFlags(address)]),
   "start-http": (cwd) => ready(cwd, "npm", (address) => ["start", "--silent", "--", ...httpFlags(address)])
 }
