@@ -37,7 +37,7 @@ import { ClusterApi } from "../../ports/ClusterApi.ts"
 import type { DiscoveryError, SubscriptionLost } from "../../ports/DiscoveryError.ts"
 import { shuttingDownMessage, Unavailable } from "../../ports/DiscoveryError.ts"
 import type { TrustOptions } from "./clientAddress.ts"
-import { clientAddress, formatIp, limiterKey } from "./clientAddress.ts"
+import { callClientAddress, formatIp, limiterKey } from "./clientAddress.ts"
 import { ClusterService, serviceName } from "./ClusterService.ts"
 import type { DecodedRequest } from "./codec.ts"
 import {
@@ -446,7 +446,7 @@ export const register = (
         reply(Exit.fail(new Unavailable({ message: shuttingDownMessage })))
         return
       }
-      const address = clientAddress(call.getPeer(), call.metadata, trust)
+      const address = callClientAddress(call, trust)
       const loggedAt = logged ? clock.monotonicTimeNanosUnsafe() : 0n
       let countedAt: bigint | undefined
       let effect = handler(decoded, address)

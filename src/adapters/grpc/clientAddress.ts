@@ -30,6 +30,12 @@ const peerAddress = (peer: string): Uint8Array | undefined => {
   return address
 }
 
+/** The first value of a metadata entry, when it is a string. */
+const firstString = (metadata: grpc.Metadata, name: string): string | undefined => {
+  const value = metadata.get(name)[0]
+  return typeof value === "string" ? value : undefined
+}
+
 /**
  * The client address of a call: the trusted headers first, then the transport
  * peer. The returned bytes may be shared between calls: do not change them. Invalid header values fall through to the next step; `undefined` means
@@ -44,10 +50,34 @@ export const clientAddress = (
   options: TrustOptions = {}
 ): Uint8Array | undefined =>
   resolveClientAddress(
-    (name) => {
-      const value = metadata.get(name)[0]
-      return typeof value === "string" ? value : undefined
-    },
+    (name) => firstString(metadata, name),
     () => peerAddress(peer),
+    options
+  )
+
+/**
+ * What {@link callClientAddress} reads of a call. `metadata` may be a getter
+ * that builds the metadata when first read, as the http2 transport's calls do.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface CallOrigin {
+  readonly metadata: grpc.Metadata
+  getPeer(): string
+}
+
+/**
+ * {@link clientAddress} of a call, reading its metadata only when a trusted
+ * header is asked for: with no header trusted, the call's metadata is never
+ * built.
+ *
+ * @category parsing
+ * @since 0.1.0
+ */
+export const callClientAddress = (call: CallOrigin, options: TrustOptions = {}): Uint8Array | undefined =>
+  resolveClientAddress(
+    (name) => firstString(call.metadata, name),
+    () => peerAddress(call.getPeer()),
     options
   )

@@ -2,7 +2,14 @@ import * as grpc from "@grpc/grpc-js"
 import { assert, describe, it } from "@effect/vitest"
 import fc from "fast-check"
 import type { TrustOptions } from "../../../src/adapters/grpc/clientAddress.ts"
-import { clientAddress, formatIp, limiterKey, parseIp, parsePeer } from "../../../src/adapters/grpc/clientAddress.ts"
+import {
+  callClientAddress,
+  clientAddress,
+  formatIp,
+  limiterKey,
+  parseIp,
+  parsePeer
+} from "../../../src/adapters/grpc/clientAddress.ts"
 
 const hex = (bytes: Uint8Array | undefined): string | undefined =>
   bytes === undefined ? undefined : Buffer.from(bytes).toString("hex")
@@ -150,6 +157,36 @@ describe("clientAddress", () => {
         assert.strictEqual(hex(parsePeer(`${groups.join(":")}:${port}`)), Buffer.from(expected).toString("hex"))
       })
     )
+  })
+})
+
+describe("callClientAddress", () => {
+  /** A call whose metadata getter counts its reads, as the http2 transport's calls build theirs when first read. */
+  const callOf = (peer: string, headers: Record<string, string>) => {
+    const call = {
+      reads: 0,
+      get metadata() {
+        call.reads++
+        return metadataOf(headers)
+      },
+      getPeer: () => peer
+    }
+    return call
+  }
+
+  for (const c of cases) {
+    it(c.name, () => {
+      assert.strictEqual(hex(callClientAddress(callOf(c.peer, c.headers ?? {}), c.trust)), c.expected)
+    })
+  }
+
+  it("never reads the metadata when no header is trusted", () => {
+    const call = callOf("127.0.0.1:1", { "x-real-ip": "1.2.3.4" })
+    assert.strictEqual(hex(callClientAddress(call)), "7f000001")
+    assert.strictEqual(hex(callClientAddress(call, { trustXRealIp: false, trustXForwardedFor: false })), "7f000001")
+    assert.strictEqual(call.reads, 0)
+    assert.strictEqual(hex(callClientAddress(call, { trustXRealIp: true })), "01020304")
+    assert.strictEqual(call.reads, 1)
   })
 })
 
