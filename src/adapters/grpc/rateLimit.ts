@@ -5,14 +5,14 @@
  * next token and waits for it, unless that token is due at or after the
  * call's deadline (or after `maxWait`), in which case it fails at once without
  * taking a token; a call cancelled while waiting gives its token back. Buckets
- * that have refilled are dropped by a periodic sweep. `Limiter` is the pure
- * bucket arithmetic on the instants it is given; `make` runs it on Effect's
- * `Clock`, so `TestClock` drives it in tests.
+ * that have refilled are dropped by a periodic sweep. `make` runs the core's
+ * `TokenBuckets` on Effect's `Clock`, so `TestClock` drives it in tests.
  *
  * @since 0.1.0
  */
 import type { Scope } from "effect"
 import { Duration, Effect } from "effect"
+import { TokenBuckets } from "../../core/TokenBuckets.ts"
 import { ResourceExhausted } from "../../ports/DiscoveryError.ts"
 
 /**
@@ -70,108 +70,6 @@ export const rateLimitExceededMessage = "rate limit exceeds request timeout"
 const exceeded = new ResourceExhausted({ message: rateLimitExceededMessage })
 
 /**
- * One client's bucket: its tokens (negative while calls wait for reserved
- * tokens) as of `updatedAt`, in milliseconds on the limiter's clock.
- *
- * @category models
- * @since 0.1.0
- */
-export interface Bucket {
-  tokens: number
-  updatedAt: number
-}
-
-/**
- * The token buckets of all clients, as plain arithmetic on the instants
- * (milliseconds) the caller passes; it reads no clock and schedules nothing.
- *
- * @category models
- * @since 0.1.0
- */
-export class Limiter {
-  readonly rate: number
-  readonly burst: number
-  readonly maxBuckets: number
-  readonly #perMilli: number
-  readonly #buckets = new Map<string, Bucket>()
-  #overflow: Bucket | undefined
-
-  constructor(rate: number, burst: number, maxBuckets: number = defaults.maxBuckets) {
-    if (!(rate > 0) || !Number.isFinite(rate)) throw new RangeError(`rate limit: rate must be positive, got ${rate}`)
-    if (!(burst >= 1) || !Number.isFinite(burst))
-      throw new RangeError(`rate limit: burst must be at least 1, got ${burst}`)
-    if (!(maxBuckets >= 1)) throw new RangeError(`rate limit: maxBuckets must be at least 1, got ${maxBuckets}`)
-    this.rate = rate
-    this.burst = burst
-    this.maxBuckets = maxBuckets
-    this.#perMilli = rate / 1000
-  }
-
-  /** Buckets held, the overflow bucket not included. */
-  get size(): number {
-    return this.#buckets.size
-  }
-
-  #refill(bucket: Bucket, now: number): Bucket {
-    if (now > bucket.updatedAt) {
-      bucket.tokens = Math.min(this.burst, bucket.tokens + (now - bucket.updatedAt) * this.#perMilli)
-      bucket.updatedAt = now
-    }
-    return bucket
-  }
-
-  /**
-   * The bucket of `key`, refilled up to `now`: the existing one, a new full
-   * one, or the shared overflow bucket when `maxBuckets` are held.
-   */
-  bucket(key: string, now: number): Bucket {
-    const bucket = this.#buckets.get(key)
-    if (bucket !== undefined) return this.#refill(bucket, now)
-    const fresh: Bucket = { tokens: this.burst, updatedAt: now }
-    if (this.#buckets.size < this.maxBuckets) {
-      this.#buckets.set(key, fresh)
-      return fresh
-    }
-    this.#overflow ??= fresh
-    return this.#refill(this.#overflow, now)
-  }
-
-  /**
-   * Takes a token of `key` at `now`. Returns the milliseconds until it is due
-   * (0 when one is available), or -1, taking nothing, when it is due at or
-   * after `limitMillis` from now.
-   */
-  reserve(key: string, now: number, limitMillis: number): number {
-    const bucket = this.bucket(key, now)
-    const wait = bucket.tokens >= 1 ? 0 : (1 - bucket.tokens) / this.#perMilli
-    if (wait > 0 && wait >= limitMillis) return -1
-    bucket.tokens -= 1
-    return wait
-  }
-
-  /** Gives back a token that `reserve` handed out for `key` and that was not used. */
-  release(key: string, now: number): void {
-    const bucket = this.#buckets.get(key) ?? this.#overflow
-    if (bucket === undefined) return
-    this.#refill(bucket, now).tokens = Math.min(this.burst, bucket.tokens + 1)
-  }
-
-  /** Drops every bucket that is full at `now`; returns how many were dropped. */
-  sweep(now: number): number {
-    let removed = 0
-    for (const [key, bucket] of this.#buckets) {
-      if (this.#refill(bucket, now).tokens >= this.burst) {
-        this.#buckets.delete(key)
-        removed++
-      }
-    }
-    if (this.#overflow !== undefined && this.#refill(this.#overflow, now).tokens >= this.burst)
-      this.#overflow = undefined
-    return removed
-  }
-}
-
-/**
  * The running limiter of a server.
  *
  * @category models
@@ -206,7 +104,7 @@ const millisOf = (nanos: bigint): number => Number(nanos) / 1_000_000
  */
 export const make = (options: RateLimitOptions = {}): Effect.Effect<RateLimiter, never, Scope.Scope> =>
   Effect.gen(function* () {
-    const limiter = new Limiter(
+    const limiter = new TokenBuckets(
       options.rate ?? defaults.rate,
       options.burst ?? defaults.burst,
       options.maxBuckets ?? defaults.maxBuckets

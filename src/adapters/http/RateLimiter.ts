@@ -1,11 +1,14 @@
 /**
  * A per-key token bucket on Effect's `Clock` (so `TestClock` drives it), used
- * to limit `/inspect` per client address. Buckets that have refilled are
- * dropped, so memory follows the number of recently active keys.
+ * to limit `/inspect` per client address: the core's `TokenBuckets`, which
+ * refuses a request with the wait until its next token instead of making it
+ * wait. Buckets that have refilled are dropped, so memory follows the number
+ * of recently active keys.
  *
  * @since 0.1.0
  */
 import { Clock, Effect } from "effect"
+import { TokenBuckets } from "../../core/TokenBuckets.ts"
 
 /**
  * A token bucket: `burst` requests at once, refilled at `perSecond`.
@@ -41,51 +44,28 @@ export interface RateLimiter {
   readonly size: Effect.Effect<number>
 }
 
-interface Bucket {
-  tokens: number
-  at: number
-}
-
 const allowed: Decision = { allowed: true }
 
 /**
- * Builds a limiter; every key starts with a full bucket.
+ * Builds a limiter; every key starts with a full bucket. Throws a RangeError
+ * for a rate that is not positive or a burst below 1.
  *
  * @category constructors
  * @since 0.1.0
  */
 export const make = (limit: RateLimit): RateLimiter => {
-  if (!(limit.perSecond > 0) || !(limit.burst >= 1)) {
-    throw new RangeError(`invalid rate limit: ${limit.perSecond}/s, burst ${limit.burst}`)
-  }
-  const buckets = new Map<string, Bucket>()
-  const perMilli = limit.perSecond / 1000
+  const buckets = new TokenBuckets(limit.perSecond, limit.burst)
   // A bucket untouched for this long is full again, the same as a new one.
-  const refillMillis = limit.burst / perMilli
+  const refillMillis = (limit.burst / limit.perSecond) * 1000
   let lastSweep = Number.NEGATIVE_INFINITY
-
-  const level = (bucket: Bucket, now: number) =>
-    Math.min(limit.burst, bucket.tokens + Math.max(0, now - bucket.at) * perMilli)
-
-  const sweep = (now: number) => {
-    for (const [key, bucket] of buckets) {
-      if (level(bucket, now) >= limit.burst) buckets.delete(key)
-    }
-  }
 
   const take = (key: string, now: number): Decision => {
     if (now - lastSweep >= refillMillis) {
-      sweep(now)
+      buckets.sweep(now)
       lastSweep = now
     }
-    const bucket = buckets.get(key)
-    const tokens = bucket === undefined ? limit.burst : level(bucket, now)
-    if (tokens < 1) {
-      buckets.set(key, { tokens, at: now })
-      return { allowed: false, retryAfterMillis: Math.ceil((1 - tokens) / perMilli) }
-    }
-    buckets.set(key, { tokens: tokens - 1, at: now })
-    return allowed
+    const wait = buckets.tryTake(key, now)
+    return wait === 0 ? allowed : { allowed: false, retryAfterMillis: Math.ceil(wait) }
   }
 
   return {
