@@ -1,5 +1,6 @@
 /**
- * A per-key token bucket on Effect's `Clock` (so `TestClock` drives it), used
+ * A per-key token bucket on the monotonic time of Effect's `Clock` (so
+ * `TestClock` drives it, and a wall clock set back locks no client out), used
  * to limit `/inspect` per client address: the core's `TokenBuckets`, which
  * refuses a request with the wait until its next token instead of making it
  * wait. Buckets that have refilled are dropped, so memory follows the number
@@ -17,9 +18,9 @@ import { TokenBuckets } from "../../core/TokenBuckets.ts"
  * @since 0.1.0
  */
 export interface RateLimit {
-  /** Tokens added per second; must be positive. */
+  /** Tokens added per second; positive and finite. */
   readonly perSecond: number
-  /** Bucket size: the most requests allowed at once; at least 1. */
+  /** Bucket size: the most requests allowed at once; at least 1 and finite. */
   readonly burst: number
 }
 
@@ -48,7 +49,7 @@ const allowed: Decision = { allowed: true }
 
 /**
  * Builds a limiter; every key starts with a full bucket. Throws a RangeError
- * for a rate that is not positive or a burst below 1.
+ * for a rate that is not positive, a burst below 1, or either one infinite.
  *
  * @category constructors
  * @since 0.1.0
@@ -56,7 +57,7 @@ const allowed: Decision = { allowed: true }
 export const make = (limit: RateLimit): RateLimiter => {
   const buckets = new TokenBuckets(limit.perSecond, limit.burst)
   // A bucket untouched for this long is full again, the same as a new one.
-  const refillMillis = (limit.burst / limit.perSecond) * 1000
+  const refillMillis = limit.burst / (limit.perSecond / 1000)
   let lastSweep = Number.NEGATIVE_INFINITY
 
   const take = (key: string, now: number): Decision => {
@@ -69,7 +70,8 @@ export const make = (limit: RateLimit): RateLimiter => {
   }
 
   return {
-    take: (key) => Clock.clockWith((clock) => Effect.sync(() => take(key, clock.currentTimeMillisUnsafe()))),
+    take: (key) =>
+      Clock.clockWith((clock) => Effect.sync(() => take(key, Number(clock.monotonicTimeNanosUnsafe()) / 1_000_000))),
     size: Effect.sync(() => buckets.size)
   }
 }

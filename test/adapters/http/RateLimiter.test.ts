@@ -40,8 +40,20 @@ describe("RateLimiter", () => {
     })
   )
 
+  it.effect("runs on monotonic time: a wall clock set back locks no client out", () =>
+    Effect.gen(function* () {
+      const limiter = RateLimiter.make({ perSecond: 5, burst: 10 })
+      yield* TestClock.setTime(10 * 3_600_000)
+      assert.deepStrictEqual(yield* allowed(limiter, "a", 11), [...Array(10).fill(true), false])
+      yield* TestClock.setTime(9 * 3_600_000)
+      yield* TestClock.adjust("1 second")
+      assert.deepStrictEqual(yield* allowed(limiter, "a", 6), [true, true, true, true, true, false])
+    })
+  )
+
   it("refuses a rate that is not positive or a burst below one", () => {
     assert.throws(() => RateLimiter.make({ perSecond: 0, burst: 1 }), RangeError)
     assert.throws(() => RateLimiter.make({ perSecond: 1, burst: 0 }), RangeError)
+    assert.throws(() => RateLimiter.make({ perSecond: Number.POSITIVE_INFINITY, burst: 1 }), RangeError)
   })
 })
