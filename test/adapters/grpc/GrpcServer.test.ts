@@ -1,10 +1,12 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf"
 import * as grpc from "@grpc/grpc-js"
 import { assert, describe, it } from "@effect/vitest"
+import { vi } from "vitest"
 import { Context, Duration, Effect, Exit, Fiber, Layer, Scope, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import * as GrpcClient from "../../../src/adapters/grpc/GrpcClient.ts"
 import * as GrpcServer from "../../../src/adapters/grpc/GrpcServer.ts"
+import { ServerCall } from "../../../src/adapters/grpc/http2/ServerCall.ts"
 import {
   AffiliateUpdateRequestSchema,
   HelloRequestSchema,
@@ -136,6 +138,22 @@ for (const transport of transports) {
         assert.strictEqual(yield* clientIpOf(target, spoofed), "7f000001")
       }).pipe(Effect.provide(serverLayer()))
     )
+
+    if (transport === "http2") {
+      it.effect("builds a call's metadata only when a proxy header is trusted", () =>
+        Effect.gen(function* () {
+          const built = vi.spyOn(ServerCall.prototype, "metadata", "get")
+          yield* Effect.addFinalizer(() => Effect.sync(() => built.mockRestore()))
+          const spoofed = headers({ "x-real-ip": "1.2.3.4" })
+          const ignoring = yield* Layer.build(serverLayer())
+          assert.strictEqual(yield* clientIpOf(yield* Effect.provide(endpoint, ignoring), spoofed), "7f000001")
+          assert.strictEqual(built.mock.calls.length, 0)
+          const trusting = yield* Layer.build(serverLayer({}, { trustXRealIp: true }))
+          assert.strictEqual(yield* clientIpOf(yield* Effect.provide(endpoint, trusting), spoofed), "01020304")
+          assert.strictEqual(built.mock.calls.length, 1)
+        }).pipe(Effect.scoped)
+      )
+    }
 
     it.effect("ends an open watch with UNAVAILABLE when it stops, then stops gracefully (Q17)", () =>
       Effect.gen(function* () {
