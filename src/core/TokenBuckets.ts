@@ -59,6 +59,11 @@ export class TokenBuckets {
     return bucket
   }
 
+  /** Milliseconds until `bucket` holds a whole token, 0 when it does. */
+  #wait(bucket: Bucket): number {
+    return bucket.tokens >= 1 ? 0 : (1 - bucket.tokens) / this.#perMilli
+  }
+
   /**
    * The bucket of `key`, refilled up to `now`: the existing one, a new full
    * one, or the shared overflow bucket when `maxBuckets` are held.
@@ -82,7 +87,7 @@ export class TokenBuckets {
    */
   reserve(key: string, now: number, limitMillis: number): number {
     const bucket = this.bucket(key, now)
-    const wait = bucket.tokens >= 1 ? 0 : (1 - bucket.tokens) / this.#perMilli
+    const wait = this.#wait(bucket)
     if (wait > 0 && wait >= limitMillis) return -1
     bucket.tokens -= 1
     return wait
@@ -94,9 +99,9 @@ export class TokenBuckets {
    */
   tryTake(key: string, now: number): number {
     const bucket = this.bucket(key, now)
-    if (bucket.tokens < 1) return (1 - bucket.tokens) / this.#perMilli
-    bucket.tokens -= 1
-    return 0
+    const wait = this.#wait(bucket)
+    if (wait === 0) bucket.tokens -= 1
+    return wait
   }
 
   /** Gives back a token that `reserve` handed out for `key` and that was not used. */

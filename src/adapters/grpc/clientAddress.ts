@@ -48,12 +48,7 @@ export const clientAddress = (
   peer: string,
   metadata: grpc.Metadata,
   options: TrustOptions = {}
-): Uint8Array | undefined =>
-  resolveClientAddress(
-    (name) => firstString(metadata, name),
-    () => peerAddress(peer),
-    options
-  )
+): Uint8Array | undefined => callClientAddress({ metadata, getPeer: () => peer }, options)
 
 /**
  * What {@link callClientAddress} reads of a call. `metadata` may be a getter
