@@ -1,5 +1,5 @@
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
-import { join } from "node:path"
+import { dirname, join } from "node:path"
 import { fromBinary } from "@bufbuild/protobuf"
 import { afterEach, assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Option } from "effect"
@@ -69,6 +69,44 @@ const failingAt = (step: Step): FileSystemOps => {
   }
 }
 
+/** One file system call of a save: `what` names the call and its file, `phase` whether it starts or has ended. */
+interface Call {
+  readonly what: string
+  readonly phase: "call" | "ended"
+}
+
+/**
+ * Node's file system, recording every call and the end of every call in
+ * order, files named by their role: `temp`, `snapshot`, `directory`.
+ */
+const recording = (calls: Array<Call>, path: string): FileSystemOps => {
+  const real = FileSnapshotStore.nodeFileSystem
+  const role = (file: string) =>
+    file === path ? "snapshot" : file === `${path}.tmp` ? "temp" : file === dirname(path) ? "directory" : file
+  const record = async <A>(what: string, run: () => Promise<A>): Promise<A> => {
+    calls.push({ what, phase: "call" })
+    const result = await run()
+    calls.push({ what: `${what} ended`, phase: "ended" })
+    return result
+  }
+  const wrap = (handle: FileHandleOps, name: string): FileHandleOps => ({
+    read: (buffer, offset, length) => record(`read ${name}`, () => handle.read(buffer, offset, length)),
+    write: (buffer, offset, length, position) =>
+      record(`write ${name}`, () => handle.write(buffer, offset, length, position)),
+    datasync: () => record(`datasync ${name}`, () => handle.datasync()),
+    sync: () => record(`sync ${name}`, () => handle.sync()),
+    close: () => record(`close ${name}`, () => handle.close())
+  })
+  return {
+    ...real,
+    mkdir: (file, options) => record(`mkdir ${role(file)}`, () => real.mkdir(file, options)),
+    open: async (file, flags, mode) =>
+      wrap(await record(`open ${role(file)}`, () => real.open(file, flags, mode)), role(file)),
+    rename: (from, to) => record(`rename ${role(from)} to ${role(to)}`, () => real.rename(from, to)),
+    unlink: (file) => record(`unlink ${role(file)}`, () => real.unlink(file))
+  }
+}
+
 describe("FileSnapshotStore", () => {
   it.effect("T32: saves a file that decodes to the snapshot, loads it back, and overwrites it after a change", () =>
     Effect.gen(function* () {
@@ -122,6 +160,57 @@ describe("FileSnapshotStore", () => {
       })
     )
   }
+
+  it.effect(
+    "makes a save durable in order: file synced after its writes, closed, renamed, then the directory synced",
+    () =>
+      Effect.gen(function* () {
+        const dir = newDir()
+        const path = join(dir, "state.binpb")
+        const calls: Array<Call> = []
+        const store = yield* FileSnapshotStore.make({ path, fileSystem: recording(calls, path), flushEvery: 4096 })
+        calls.length = 0
+        yield* store.save(
+          (function* () {
+            for (let i = 0; i < 5; i++) yield new Uint8Array(3000).fill(i)
+          })()
+        )
+        assert.strictEqual(readFileSync(path).length, 15_000)
+
+        const first = (what: string) => calls.findIndex((call) => call.what === what)
+        const last = (what: string) => calls.findLastIndex((call) => call.what === what)
+        const every = (op: string) => calls.filter((call) => call.what.startsWith(`${op} `))
+        assert.deepStrictEqual(
+          calls
+            .filter(
+              (call) => call.phase === "call" && !call.what.startsWith("write ") && !call.what.startsWith("datasync ")
+            )
+            .map((call) => call.what),
+          [
+            "mkdir directory",
+            "open temp",
+            "sync temp",
+            "close temp",
+            "rename temp to snapshot",
+            "open directory",
+            "sync directory",
+            "close directory"
+          ]
+        )
+        assert.isAbove(every("write temp").length, 0)
+        assert.isAbove(every("datasync temp").length, 0, "early flushes happen")
+        assert.isBelow(last("write temp ended"), first("sync temp"), "the file is synced after its last write")
+        assert.isBelow(last("datasync temp ended"), first("sync temp"), "and after every early flush")
+        assert.isBelow(first("sync temp ended"), first("close temp"), "then closed")
+        assert.isBelow(first("close temp ended"), first("rename temp to snapshot"), "then renamed")
+        assert.isBelow(first("rename temp to snapshot ended"), first("open directory"), "then the directory is opened")
+        assert.isBelow(first("open directory ended"), first("sync directory"))
+        assert.isBelow(first("sync directory ended"), first("close directory"))
+        const syncs = calls.filter((call) => call.phase === "call" && /^(data)?sync /.test(call.what))
+        assert.strictEqual(syncs.at(-1)?.what, "sync directory", "the directory sync is the last sync")
+        assert.strictEqual(calls.at(-1)?.what, "close directory ended")
+      })
+  )
 
   it.effect(
     "writes each piece before asking for the one after the next, so the encoder may reuse two buffers, and flushes early",
