@@ -6,8 +6,10 @@
  * `grpc_server_msg_received_total`, `grpc_server_msg_sent_total` and the
  * `grpc_server_handling_seconds` histogram, with `grpc_code` in Go's spelling
  * (`OK`, `InvalidArgument`, …), plus `discovery_server_hello_requests_total`
- * by normalized client version. Every series is built once per method (or
- * version label) and updated without allocating.
+ * by normalized client version, and our own
+ * `discovery_server_log_lines_suppressed_total` (request log lines the failure
+ * log held back). Every series is built once per method (or version label)
+ * and updated without allocating.
  *
  * @since 0.1.0
  */
@@ -146,6 +148,20 @@ export const clusterMetrics = {
 
 const helloRequestsTotal = Metric.counter("discovery_server_hello_requests_total", {
   description: "Number of hello requests by client version.",
+  incremental: true
+})
+
+/**
+ * `discovery_server_log_lines_suppressed_total`: the request log lines of
+ * failed calls that the failure log (`failureLog.ts`) did not write because
+ * their client address, or all addresses together, exceeded the log rate.
+ * Not a metric of the original.
+ *
+ * @category metrics
+ * @since 0.1.0
+ */
+export const logLinesSuppressed = Metric.counter("discovery_server_log_lines_suppressed_total", {
+  description: "Number of request log lines of failed calls not written because of the log rate limit.",
   incremental: true
 })
 
