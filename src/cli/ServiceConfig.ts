@@ -34,6 +34,21 @@ export interface ServiceConfig {
   /** TLS key pair; both empty means plaintext h2c. */
   readonly certificatePath: string
   readonly keyPath: string
+  /** The http2 transport's limits. */
+  readonly transport: {
+    readonly maxConcurrentStreams: number
+    readonly maxSessionMemoryMiB: number
+    /** `undefined`: the default budget. */
+    readonly requestBudgetBytes: number | undefined
+    readonly maxConnections: number
+    readonly maxConnectionsPerAddress: number
+    /** Zero turns a deadline or the ping policy off. */
+    readonly handshakeTimeout: Duration.Duration
+    readonly idleTimeout: Duration.Duration
+    readonly keepaliveMinTime: Duration.Duration
+  }
+  /** Failure lines per second per client address and in total, or false to log every one. */
+  readonly failureLog: { readonly perAddressRate: number; readonly totalRate: number } | false
   /** Per-client-address token bucket, or false for none. */
   readonly rateLimit:
     | {

@@ -7,8 +7,12 @@
  */
 import { Config, Duration, Effect, Option } from "effect"
 import { Command, Flag } from "effect/cli"
+import { defaultConnectionLimits } from "../adapters/grpc/http2/ConnectionGuard.ts"
+import { defaultMaxConcurrentStreams, defaultMaxSessionMemoryMiB } from "../adapters/grpc/http2/Http2Server.ts"
+import { defaultRequestBudgetBytes } from "../adapters/grpc/http2/RequestBudget.ts"
 import { FileSnapshotStore } from "../adapters/storage/index.ts"
 import { defaultCaps } from "../core/server/ClusterStore.ts"
+import { formatByteSize, parseByteSize } from "./byteSize.ts"
 import { parseGoDuration } from "./goDuration.ts"
 import type { ServiceConfig } from "./ServiceConfig.ts"
 
@@ -24,6 +28,30 @@ const goDuration = (name: string, fallback: string, allowZero = false) =>
         `--${name}: ${JSON.stringify(text)} is not a ${allowZero ? "non-negative" : "positive"} duration (examples: 30s, 1m, 1h30m)`
     )
   )
+
+const nonNegative = (name: string, fallback: number) =>
+  Flag.Finite(name).pipe(
+    Flag.withDefault(fallback),
+    Flag.filter(
+      (n) => n >= 0,
+      (n) => `--${name} must not be negative, got ${n}`
+    )
+  )
+
+/** A byte size, or `auto` (`undefined`: the library's default). */
+const byteSize = (name: string) =>
+  Flag.String(name).pipe(
+    Flag.withDefault("auto"),
+    Flag.filterMap(
+      (text) =>
+        text === "auto"
+          ? Option.some(undefined)
+          : Option.filter(Option.fromUndefinedOr(parseByteSize(text)), (bytes) => bytes > 0),
+      (text) => `--${name}: ${JSON.stringify(text)} is not a positive size (examples: 64MiB, 1GiB, 1048576) or auto`
+    )
+  )
+
+const seconds = (millis: number) => `${millis / 1000}s`
 
 const positiveInt = (name: string, fallback: number) =>
   Flag.Int(name).pipe(
@@ -129,6 +157,64 @@ export const flags = {
       "most client addresses tracked at once; beyond it new addresses share one bucket until idle ones are dropped (default 1000000)"
     )
   ),
+  maxConcurrentStreams: positiveInt("max-concurrent-streams", defaultMaxConcurrentStreams).pipe(
+    Flag.withDescription(
+      `HTTP/2 streams one connection may have open at once; clients have more refused (REFUSED_STREAM) and retry them (default ${defaultMaxConcurrentStreams})`
+    )
+  ),
+  maxSessionMemory: positiveInt("max-session-memory", defaultMaxSessionMemoryMiB).pipe(
+    Flag.withDescription(
+      `MiB one HTTP/2 connection may hold (streams, header tables, data queued to send); past it its new streams are refused (ENHANCE_YOUR_CALM) until it drops (default ${defaultMaxSessionMemoryMiB})`
+    )
+  ),
+  requestMemoryBudget: byteSize("request-memory-budget").pipe(
+    Flag.withDescription(
+      `bytes of large request messages (over 16 KiB, not yet whole) held at once for all clients, e.g. 128MiB; a message that does not fit ends its call with UNAVAILABLE, which clients retry. auto is 1/8 of the V8 heap limit, at most 256MiB (${formatByteSize(defaultRequestBudgetBytes())} here) (default auto)`
+    )
+  ),
+  maxConnections: positiveInt("max-connections", defaultConnectionLimits.maxConnections).pipe(
+    Flag.withDescription(
+      `connections open at once; more are closed as soon as they are accepted (default ${defaultConnectionLimits.maxConnections})`
+    )
+  ),
+  maxConnectionsPerAddress: positiveInt(
+    "max-connections-per-address",
+    defaultConnectionLimits.maxConnectionsPerAddress
+  ).pipe(
+    Flag.withDescription(
+      `connections open at once from one client address (a Talos node holds one); more are closed as soon as they are accepted (default ${defaultConnectionLimits.maxConnectionsPerAddress})`
+    )
+  ),
+  handshakeTimeout: goDuration("handshake-timeout", seconds(defaultConnectionLimits.handshakeTimeoutMillis), true).pipe(
+    Flag.withDescription(
+      `longest from accepting a connection to the client's HTTP/2 SETTINGS (TLS handshake included); then the connection is closed; 0 waits forever (default ${seconds(defaultConnectionLimits.handshakeTimeoutMillis)})`
+    )
+  ),
+  idleTimeout: goDuration("idle-timeout", seconds(defaultConnectionLimits.idleTimeoutMillis), true).pipe(
+    Flag.withDescription(
+      `a connection with no open call for this long gets a graceful GOAWAY, and its client reconnects when it next calls; 0 keeps it (default ${seconds(defaultConnectionLimits.idleTimeoutMillis)})`
+    )
+  ),
+  keepaliveMinTime: goDuration("keepalive-min-time", "10s", true).pipe(
+    Flag.withDescription(
+      "shortest welcome interval between a client's pings; after a third ping sooner than that with no data sent to it in between, the client gets GOAWAY ENHANCE_YOUR_CALM too_many_pings, as grpc-go does; 0 answers every ping (default 10s)"
+    )
+  ),
+  failureLogRate: nonNegative("failure-log-rate", 1).pipe(
+    Flag.withDescription(
+      "log lines per second of failed calls per client address, in bursts of ten times that; the lines left out are counted in discovery_server_log_lines_suppressed_total and summed up in one line a minute; success lines are always written; 0 logs every failure (default 1)"
+    )
+  ),
+  failureLogTotalRate: Flag.Finite("failure-log-total-rate").pipe(
+    Flag.withDefault(100),
+    Flag.filter(
+      (n) => n > 0,
+      (n) => `--failure-log-total-rate must be positive, got ${n}`
+    ),
+    Flag.withDescription(
+      "log lines per second of failed calls for all client addresses together, in bursts of ten times that (default 100)"
+    )
+  ),
   debug: Flag.Boolean("debug").pipe(
     Flag.withDescription("human-readable logs at debug level instead of JSON lines; MODE=dev does the same"),
     Flag.withFallbackConfig(Config.String("MODE").pipe(Config.map((mode) => mode === "dev"))),
@@ -207,6 +293,20 @@ export const make = <E, R>(serve: (config: ServiceConfig) => Effect.Effect<void,
       snapshotInterval: parsed.snapshotInterval,
       certificatePath: parsed.certificatePath,
       keyPath: parsed.keyPath,
+      transport: {
+        maxConcurrentStreams: parsed.maxConcurrentStreams,
+        maxSessionMemoryMiB: parsed.maxSessionMemory,
+        requestBudgetBytes: parsed.requestMemoryBudget,
+        maxConnections: parsed.maxConnections,
+        maxConnectionsPerAddress: parsed.maxConnectionsPerAddress,
+        handshakeTimeout: parsed.handshakeTimeout,
+        idleTimeout: parsed.idleTimeout,
+        keepaliveMinTime: parsed.keepaliveMinTime
+      },
+      failureLog:
+        parsed.failureLogRate === 0
+          ? false
+          : { perAddressRate: parsed.failureLogRate, totalRate: parsed.failureLogTotalRate },
       rateLimit:
         parsed.rateLimitRps === 0
           ? false

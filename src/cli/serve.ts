@@ -8,12 +8,14 @@
  */
 import { Duration, Effect, Exit, Layer, Logger, References, Scope } from "effect"
 import * as GrpcServer from "../adapters/grpc/GrpcServer.ts"
+import type { FallbackListener } from "../adapters/grpc/http2/Http2Server.ts"
 import * as Tls from "../adapters/grpc/tls.ts"
 import * as Readiness from "../adapters/http/Readiness.ts"
 import { FileSnapshotStore } from "../adapters/storage/index.ts"
 import type { ClusterState } from "../core/server/ClusterState.ts"
 import * as DiscoveryServer from "../core/server/DiscoveryServer.ts"
 import { SnapshotService } from "../core/server/SnapshotService.ts"
+import { lazySite } from "./grpcPortSite.ts"
 import type * as HttpListeners from "./httpListeners.ts"
 import * as JsonLogger from "./jsonLogger.ts"
 import type { ServiceConfig } from "./ServiceConfig.ts"
@@ -47,8 +49,27 @@ export const loggerLayer = (debug: boolean): Layer.Layer<never> =>
     Layer.succeed(References.MinimumLogLevel, debug ? "Debug" : "Info")
   )
 
+/** The http2 transport's limits of the command's settings. */
+const transportLimits = (config: ServiceConfig): GrpcServer.TransportLimits => {
+  const transport = config.transport
+  return {
+    maxConcurrentStreams: transport.maxConcurrentStreams,
+    maxSessionMemoryMiB: transport.maxSessionMemoryMiB,
+    requestBudgetBytes: transport.requestBudgetBytes,
+    connections: {
+      maxConnections: transport.maxConnections,
+      maxConnectionsPerAddress: transport.maxConnectionsPerAddress,
+      handshakeTimeoutMillis: Duration.toMillis(transport.handshakeTimeout),
+      idleTimeoutMillis: Duration.toMillis(transport.idleTimeout),
+      keepalive: Duration.isZero(transport.keepaliveMinTime)
+        ? false
+        : { minTimeMillis: Duration.toMillis(transport.keepaliveMinTime), maxStrikes: 2 }
+    }
+  }
+}
+
 /** Binds the first address that works; a failed attempt's server is shut down at once. */
-const serverOn = (config: ServiceConfig) =>
+const serverOn = (config: ServiceConfig, fallback: FallbackListener) =>
   Effect.gen(function* () {
     const outer = yield* Effect.scope
     const tls = Tls.paths({ certificatePath: config.certificatePath, keyPath: config.keyPath })
@@ -63,6 +84,9 @@ const serverOn = (config: ServiceConfig) =>
         trustXRealIp: config.trustXRealIp,
         trustXForwardedFor: config.trustFirstXForwardedFor,
         rateLimit: config.rateLimit,
+        failureLog: config.failureLog,
+        transportLimits: transportLimits(config),
+        fallback,
         shutdownTimeout: "3 seconds"
       }).pipe(Scope.provide(attempt), Effect.exit)
       if (Exit.isSuccess(exit)) return exit.value
@@ -109,7 +133,7 @@ export const serve = (config: ServiceConfig) =>
 const serveWith = (config: ServiceConfig, http: typeof HttpListeners | undefined) => {
   let started = false
   return Effect.gen(function* () {
-    const server = yield* serverOn(config)
+    const server = yield* serverOn(config, yield* lazySite(config))
     started = true
     yield* Readiness.readyUntilClosed
     const httpPorts = yield* http?.ports ?? noHttpPorts

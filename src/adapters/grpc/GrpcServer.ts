@@ -50,7 +50,10 @@ import {
   helloResponseToProto,
   listResponseToProto
 } from "./codec.ts"
+import type { FailureLogOptions } from "./failureLog.ts"
+import * as FailureLog from "./failureLog.ts"
 import * as Health from "./health.ts"
+import type { FallbackListener, Http2ServerOptions } from "./http2/Http2Server.ts"
 import { Http2Server } from "./http2/Http2Server.ts"
 import type { MethodMetrics } from "./metrics.ts"
 import { clusterMetrics, goCodeNames, helloRequests, parseVersion, seed } from "./metrics.ts"
@@ -97,12 +100,27 @@ export interface HandlerOptions extends TrustOptions {
    * cancels `Canceled`. Info level,
    * Error when the call failed (not when it was cut short by the client or by
    * shutdown); a Watch is logged when it ends. Blobs are never logged.
+   * Lines of calls that did not end OK are bounded by `failureLog`.
    */
   readonly requestLog?: boolean | undefined
   /**
+   * Bounds the request log's lines of calls that did not end OK (default on:
+   * 1 line per second per client address with bursts of 10, and 100 per
+   * second for all addresses together with bursts of 1000; see
+   * `FailureLogOptions`); `false` logs every failed call. Lines of calls that
+   * ended OK are always written. A line held back is counted in
+   * `discovery_server_log_lines_suppressed_total` (unless `metrics` is
+   * false), and once a minute, when
+   * any were, one Warn line `request log lines suppressed` tells how many
+   * (`suppressed`), from how many client addresses (`addresses`) and which
+   * address had the most (`peer.address`).
+   */
+  readonly failureLog?: FailureLogOptions | false | undefined
+  /**
    * The original's `grpc_server_*` metrics and
    * `discovery_server_hello_requests_total` in the context's metric registry
-   * (default true), created at zero when mounted.
+   * (default true), created at zero when mounted, and with the failure log
+   * `discovery_server_log_lines_suppressed_total`.
    */
   readonly metrics?: boolean | undefined
 }
@@ -165,7 +183,31 @@ export interface ServerOptions extends HandlerOptions {
    * `credentials` are secure credentials the http2 transport cannot serve).
    */
   readonly transport?: Transport | undefined
+  /**
+   * What one client may make the http2 transport hold: streams per
+   * connection, session memory, the request budget, connections and their
+   * deadlines, the ping policy (defaults in `Http2ServerOptions`). The
+   * grpc-js transport has none of these.
+   */
+  readonly transportLimits?: TransportLimits | undefined
+  /**
+   * Answers the requests on the port that are not gRPC (HTTP/1.1, and HTTP/2
+   * without a gRPC content type), as the original's port serves its landing
+   * page; http2 transport only. Without it they get HTTP 415.
+   */
+  readonly fallback?: FallbackListener | undefined
 }
+
+/**
+ * The limits of the http2 transport that a standalone server passes on.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type TransportLimits = Pick<
+  Http2ServerOptions,
+  "maxConcurrentStreams" | "maxSessionMemoryMiB" | "requestBudgetBytes" | "connections"
+>
 
 /**
  * The default snapshot budget: 1 MiB.
@@ -363,7 +405,7 @@ const methods = {
  * run with this context (its logger, clock and metric registry). When the
  * scope closes, every open call ends with UNAVAILABLE (`server is shutting
  * down`) and the service is removed; the server itself is left running. Dies with a RangeError for
- * invalid rate limit settings. The health and reflection services are not
+ * invalid rate limit or failure log settings. The health and reflection services are not
  * added here (the application may have its own); `Health.register` and
  * `Reflection.register` add them to any server.
  *
@@ -384,6 +426,10 @@ export const register = (
     const limiter = options.rateLimit === false ? undefined : yield* RateLimit.make(options.rateLimit)
     const metered = options.metrics !== false
     const logged = options.requestLog !== false
+    const failureLog =
+      logged && options.failureLog !== false
+        ? yield* FailureLog.make(metered ? options.failureLog : { ...options.failureLog, metrics: false })
+        : undefined
     if (metered) seed(context)
     const fibers = new Set<Fiber.Fiber<unknown, DiscoveryError>>()
     const deltas = new WeakMap<WatchEvent, Uint8Array>()
@@ -408,7 +454,7 @@ export const register = (
       count(metrics.handlingSeconds, secondsSince(startedAt))
     }
 
-    /** The request log line of a call that ended with `exit`. */
+    /** The request log line of a call that ended with `exit`, unless the failure log holds it back. */
     const logLine = <Request>(
       method: Method<Request>,
       decoded: DecodedRequest<Request>,
@@ -417,6 +463,7 @@ export const register = (
       status: GrpcStatus,
       startedAt: bigint
     ): Effect.Effect<void> => {
+      if (failureLog !== undefined && !failureLog.admitUnsafe(status.code, address)) return Effect.void
       const annotations: Record<string, unknown> = {
         "peer.address": formatIp(address),
         code: goCodeNames[status.code] ?? String(status.code),
@@ -663,12 +710,19 @@ const grpcJsHost = (credentials: grpc.ServerCredentials, options: grpc.ServerOpt
   }
 }
 
-const http2Host = (keyPair: KeyPairSource | undefined, options: grpc.ServerOptions): Host => {
+const http2Host = (
+  keyPair: KeyPairSource | undefined,
+  options: grpc.ServerOptions,
+  limits: TransportLimits,
+  fallback: FallbackListener | undefined
+): Host => {
   const server = new Http2Server({
+    ...limits,
     maxReceiveMessageLength: options["grpc.max_receive_message_length"],
     maxSendMessageLength: options["grpc.max_send_message_length"],
-    maxConcurrentStreams: options["grpc.max_concurrent_streams"],
-    keyPair
+    maxConcurrentStreams: limits.maxConcurrentStreams ?? options["grpc.max_concurrent_streams"],
+    keyPair,
+    fallback
   })
   return {
     server,
@@ -752,7 +806,7 @@ export const make = (
       Effect.sync(() =>
         listener.transport === "grpc-js"
           ? grpcJsHost(listener.credentials, channelOptions)
-          : http2Host(listener.keyPair, channelOptions)
+          : http2Host(listener.keyPair, channelOptions, options.transportLimits ?? {}, options.fallback)
       ),
       (host) => shutdown(host.server, timeoutMillis)
     )

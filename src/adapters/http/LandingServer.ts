@@ -11,6 +11,10 @@
  *
  * @since 0.1.0
  */
+import type * as http from "node:http"
+import type * as http2 from "node:http2"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import type { Scope } from "effect"
 import { Context, Duration, Effect, Exit, Layer, Option } from "effect"
 import type { HttpServerError } from "effect/http"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
@@ -236,3 +240,31 @@ export const layer = (
     options.address ?? ":3001",
     options.shutdownTimeout
   )
+
+/**
+ * A Node request listener for HTTP/1.1 and HTTP/2 compatibility requests.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type RequestListener = (
+  request: http.IncomingMessage | http2.Http2ServerRequest,
+  response: http.ServerResponse | http2.Http2ServerResponse
+) => void
+
+/**
+ * The site's routes as a Node request listener that lives as long as the
+ * scope, for a server of someone else's: the gRPC port hands it the
+ * requests that are not gRPC, as the original's main port serves its site.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const requestListener = (
+  options: LandingOptions = {}
+): Effect.Effect<RequestListener, never, ClusterState | Readiness | Scope.Scope> =>
+  Effect.gen(function* () {
+    const scope = yield* Effect.scope
+    const app = yield* HttpRouter.toHttpEffect(routes(options))
+    return yield* NodeHttpServer.makeHandler(app, { scope })
+  })

@@ -7,22 +7,35 @@
  * new connections, with a graceful stop (GOAWAY, open calls finish) and a
  * forced one.
  *
- * The HTTP/2 settings are grpc-js's: Node's defaults (64 KiB windows, no
- * limit on concurrent streams unless set), no session memory limit, no
- * server timeout, no server pings; Node answers the client's keepalive pings
- * itself, at any rate. Accepted connections get TCP keepalive after 15 s
- * idle, as Go's listeners give the original server, so dead peers are
- * found. Requests that are not gRPC get HTTP 415 (wrong content type) or 405
- * (not a POST) with a gRPC status, as grpc-go answers.
+ * What one client can make it hold is bounded: streams per connection
+ * (`maxConcurrentStreams`), session memory, the bytes of large request
+ * messages all clients together (`RequestBudget`), connections per address
+ * and in total, and the time a connection may take to handshake or stay
+ * idle; clients that ping too often are sent away (`ConnectionGuard`).
+ * Accepted connections get TCP keepalive after 15 s idle, as Go's listeners
+ * give the original server, so dead peers are found.
+ *
+ * Requests that are not gRPC go to the `fallback` listener when one is given
+ * (HTTP/1.1, told from h2c by its first bytes or chosen by ALPN, and HTTP/2
+ * requests without a gRPC content type), as the original's port serves its
+ * landing page; without one they get HTTP 415 (wrong content type) with a
+ * gRPC status, as grpc-go answers, and HTTP/1.1 is not spoken. A gRPC
+ * request that is not a POST gets 405.
  *
  * @since 0.1.0
  */
+import * as http from "node:http"
 import * as http2 from "node:http2"
-import type * as net from "node:net"
+import * as net from "node:net"
 import type * as tls from "node:tls"
 import type * as grpc from "@grpc/grpc-js"
 import type { KeyPair, KeyPairSource } from "../tls.ts"
+import { connectionOf } from "./Connection.ts"
+import type { ConnectionLimits, GuardCounts } from "./ConnectionGuard.ts"
+import { ConnectionGuard, defaultConnectionLimits } from "./ConnectionGuard.ts"
 import { parseTimeout } from "./grpcTimeout.ts"
+import { sniff } from "./protocolSniffer.ts"
+import { defaultRequestBudgetBytes, RequestBudget } from "./RequestBudget.ts"
 import { trailersOnly } from "./responseHeaders.ts"
 import type { CallLimits, Method } from "./ServerCall.ts"
 import { BidiCall, ServerStreamCall, UnaryCall } from "./ServerCall.ts"
@@ -46,11 +59,63 @@ export interface Http2ServerOptions {
   readonly maxReceiveMessageLength?: number | undefined
   /** Longest response message in bytes (default -1, no limit). */
   readonly maxSendMessageLength?: number | undefined
-  /** The SETTINGS_MAX_CONCURRENT_STREAMS advertised to clients (default: no limit). */
+  /**
+   * Streams a connection may have open at once, advertised in SETTINGS
+   * (default 100); a client that opens more has them refused
+   * (RST_STREAM REFUSED_STREAM) and retries them.
+   */
   readonly maxConcurrentStreams?: number | undefined
+  /**
+   * Memory one session may hold in MiB, as Node counts it (streams, header
+   * tables, data queued to send; default 32); past it new streams are
+   * refused (RST_STREAM ENHANCE_YOUR_CALM) until it drops.
+   */
+  readonly maxSessionMemoryMiB?: number | undefined
+  /**
+   * Bytes of large request messages the server holds at once, all clients
+   * together (default `defaultRequestBudgetBytes()`); a message that does
+   * not fit ends its call with UNAVAILABLE. See `RequestBudget`.
+   */
+  readonly requestBudgetBytes?: number | undefined
+  /** Caps and deadlines of connections (each defaults to `defaultConnectionLimits`'). */
+  readonly connections?: Partial<ConnectionLimits> | undefined
   /** Serve TLS with this key pair, following its changes (default plaintext h2c). */
   readonly keyPair?: KeyPairSource | undefined
+  /** Answers requests that are not gRPC (HTTP/1.1, and HTTP/2 without a gRPC content type); see the module. */
+  readonly fallback?: FallbackListener | undefined
 }
+
+/**
+ * A Node request listener for the requests that are not gRPC, over HTTP/1.1
+ * or HTTP/2 (through Node's compatibility objects).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type FallbackListener = (
+  request: http.IncomingMessage | http2.Http2ServerRequest,
+  response: http.ServerResponse | http2.Http2ServerResponse
+) => void
+
+/**
+ * The default streams per connection: 100, the least RFC 9113 §6.5.2
+ * recommends advertising. A Talos node uses two at most (a Watch and one
+ * call); Go's HTTP/2 server allows 250, which would let one connection hold
+ * 250 unfinished 4 MiB messages.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const defaultMaxConcurrentStreams = 100
+
+/**
+ * The default session memory: 32 MiB, room for the largest Watch snapshot
+ * (about 4.6 MB) several times over.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const defaultMaxSessionMemoryMiB = 32
 
 /**
  * The default longest request message: 4 MiB.
@@ -62,6 +127,10 @@ export const defaultMaxReceiveMessageLength = 4 * 1024 * 1024
 
 /** Idle time before TCP keepalive probes start on an accepted connection: Go's listener default. */
 const keepAliveDelayMillis = 15_000
+
+/** How long an HTTP/1.1 request may take to send its headers, and at all. */
+const http1HeadersTimeoutMillis = 10_000
+const http1RequestTimeoutMillis = 30_000
 
 const endStream = { endStream: true, sendDate: false } as http2.ServerStreamResponseOptions
 
@@ -99,6 +168,17 @@ const parseAddress = (address: string): { readonly host: string; readonly port: 
 
 const secureContextOf = (pair: KeyPair): tls.SecureContextOptions => ({ cert: pair.certificate, key: pair.privateKey })
 
+/** Streams whose content type is not gRPC's, for the fallback listener through Node's compatibility objects. */
+const toFallback = (
+  fallback: FallbackListener,
+  stream: http2.ServerHttp2Stream,
+  headers: http2.IncomingHttpHeaders,
+  rawHeaders: Array<string>
+): void => {
+  stream.on("error", ignore)
+  fallback(new http2.Http2ServerRequest(stream, headers, {}, rawHeaders), new http2.Http2ServerResponse(stream))
+}
+
 /**
  * A gRPC server on `node:http2`; see the module description.
  *
@@ -109,17 +189,34 @@ export class Http2Server {
   private readonly methods = new Map<string, Method>()
   private readonly limits: CallLimits
   private readonly options: Http2ServerOptions
-  private readonly sessions = new Set<http2.ServerHttp2Session>()
-  private server: http2.Http2Server | http2.Http2SecureServer | undefined
+  private readonly guard: ConnectionGuard
+  private readonly budget: RequestBudget
+  private listening: net.Server | undefined
+  private http1: http.Server | undefined
   private unsubscribe: (() => void) | undefined
   /** A stop began: connections whose session starts now (a TLS handshake that ends late) are closed at once. */
   private stopping = false
 
   constructor(options: Http2ServerOptions = {}) {
     this.options = options
+    this.budget = new RequestBudget(options.requestBudgetBytes ?? defaultRequestBudgetBytes())
+    this.guard = new ConnectionGuard({ ...defaultConnectionLimits, ...definedOnly(options.connections ?? {}) })
     this.limits = {
       maxReceiveMessageLength: options.maxReceiveMessageLength ?? defaultMaxReceiveMessageLength,
-      maxSendMessageLength: options.maxSendMessageLength ?? -1
+      maxSendMessageLength: options.maxSendMessageLength ?? -1,
+      budget: this.budget
+    }
+  }
+
+  /** What the server refused or ended to stay within its limits, and what it holds now. */
+  get stats(): Http2ServerStats {
+    return {
+      ...this.guard.counts,
+      connections: this.guard.open,
+      sessions: this.guard.sessions.size,
+      budgetBytes: this.budget.capacity,
+      reservedBytes: this.budget.reserved,
+      overBudget: this.budget.refused
     }
   }
 
@@ -161,23 +258,24 @@ export class Http2Server {
    */
   bindAsync(address: string, callback: (error: Error | null, port: number) => void): void {
     const parsed = parseAddress(address)
-    if (parsed === undefined || this.server !== undefined) {
+    if (parsed === undefined || this.listening !== undefined) {
       const reason = parsed === undefined ? `invalid address ${JSON.stringify(address)}` : "the server is already bound"
       process.nextTick(callback, new Error(reason), -1)
       return
     }
-    const server = this.create()
-    this.server = server
+    const listener = this.create()
+    this.listening = listener
     const onError = (error: Error) => {
-      this.server = undefined
+      this.listening = undefined
       this.unsubscribe?.()
-      server.close()
+      this.guard.stop()
+      listener.close()
       callback(error, -1)
     }
-    server.once("error", onError)
-    server.listen({ host: parsed.host === "" ? undefined : parsed.host, port: parsed.port }, () => {
-      server.off("error", onError)
-      const bound = server.address()
+    listener.once("error", onError)
+    listener.listen({ host: parsed.host === "" ? undefined : parsed.host, port: parsed.port }, () => {
+      listener.off("error", onError)
+      const bound = listener.address()
       callback(null, typeof bound === "object" && bound !== null ? bound.port : parsed.port)
     })
   }
@@ -188,53 +286,96 @@ export class Http2Server {
    * connection is closed.
    */
   tryShutdown(callback: (error?: Error) => void): void {
-    const server = this.stop()
-    if (server === undefined || !server.listening) {
+    const listener = this.stop()
+    if (listener === undefined || !listener.listening) {
       process.nextTick(callback)
       return
     }
-    server.close(() => callback())
-    for (const session of this.sessions) session.close()
+    listener.close(() => callback())
+    for (const session of this.guard.sessions) session.close()
+    this.http1?.closeIdleConnections()
   }
 
   /** Stops at once: every connection is closed, its calls cancelled. */
   forceShutdown(): void {
-    const server = this.stop()
-    if (server?.listening) server.close()
-    for (const session of this.sessions) session.destroy(undefined, http2.constants.NGHTTP2_CANCEL)
+    const listener = this.stop()
+    if (listener?.listening) listener.close()
+    for (const session of this.guard.sessions) session.destroy(undefined, http2.constants.NGHTTP2_CANCEL)
+    this.http1?.closeAllConnections()
   }
 
-  private stop(): http2.Http2Server | http2.Http2SecureServer | undefined {
+  private stop(): net.Server | undefined {
     this.stopping = true
     this.unsubscribe?.()
     this.unsubscribe = undefined
-    return this.server
+    this.guard.stop()
+    return this.listening
   }
 
-  private create(): http2.Http2Server | http2.Http2SecureServer {
+  /** The HTTP/1.1 server of the fallback listener, made on first use. */
+  private http1Server(fallback: FallbackListener): http.Server {
+    if (this.http1 === undefined) {
+      const server = http.createServer(fallback)
+      server.headersTimeout = http1HeadersTimeoutMillis
+      server.requestTimeout = http1RequestTimeoutMillis
+      this.http1 = server
+    }
+    return this.http1
+  }
+
+  /** Hands a connection that speaks HTTP/1.1 to the fallback, leaving the HTTP/2 handshake deadline behind. */
+  private readonly toHttp1 = (socket: net.Socket): void => {
+    const fallback = this.options.fallback
+    if (fallback === undefined || this.stopping) {
+      socket.destroy()
+      return
+    }
+    connectionOf(socket)?.handshaken()
+    this.http1Server(fallback).emit("connection", socket)
+  }
+
+  /** The server that listens (a front that sniffs h2c from HTTP/1.1, or the TLS server) with HTTP/2 behind it. */
+  private create(): net.Server {
     const options: http2.ServerOptions & net.ServerOpts = {
-      maxSessionMemory: Number.MAX_SAFE_INTEGER,
+      maxSessionMemory: this.options.maxSessionMemoryMiB ?? defaultMaxSessionMemoryMiB,
       maxSendHeaderBlockLength: Number.MAX_SAFE_INTEGER,
       keepAlive: true,
-      keepAliveInitialDelay: keepAliveDelayMillis
-    }
-    if (this.options.maxConcurrentStreams !== undefined) {
-      options.settings = { maxConcurrentStreams: this.options.maxConcurrentStreams }
+      keepAliveInitialDelay: keepAliveDelayMillis,
+      settings: { maxConcurrentStreams: this.options.maxConcurrentStreams ?? defaultMaxConcurrentStreams }
     }
     const keyPair = this.options.keyPair
+    const fallback = this.options.fallback
     let server: http2.Http2Server | http2.Http2SecureServer
+    let listener: net.Server
     if (keyPair === undefined) {
-      server = http2.createServer(options)
+      const plain = http2.createServer(options)
+      listener = net.createServer({ keepAlive: true, keepAliveInitialDelay: keepAliveDelayMillis })
+      const toHttp2 = (socket: net.Socket) => plain.emit("connection", socket)
+      listener.on("connection", (socket: net.Socket) => {
+        if (this.guard.admit(socket) === undefined) return
+        if (fallback === undefined) toHttp2(socket)
+        else sniff(socket, toHttp2, this.toHttp1)
+      })
+      server = plain
     } else {
-      const secure = http2.createSecureServer({ ...options, ...secureContextOf(keyPair.current) })
+      const handshakeTimeout = this.guard.limits.handshakeTimeoutMillis
+      const secure = http2.createSecureServer({
+        ...options,
+        ...secureContextOf(keyPair.current),
+        ...(handshakeTimeout > 0 ? { handshakeTimeout } : {}),
+        ...(fallback === undefined ? {} : { ALPNCallback: chooseProtocol })
+      })
+      secure.on("connection", (socket: net.Socket) => this.guard.admit(socket))
       secure.on("secureConnection", (socket: tls.TLSSocket) => socket.on("error", ignore))
+      secure.on("unknownProtocol", this.toHttp1)
       this.unsubscribe = keyPair.subscribe((pair) => secure.setSecureContext(secureContextOf(pair)))
       server = secure
+      listener = secure
     }
     server.setTimeout(0)
     server.on("session", this.onSession)
     server.on("stream", this.onStream)
-    return server
+    return listener
   }
 
   private readonly onSession = (session: http2.ServerHttp2Session): void => {
@@ -242,15 +383,27 @@ export class Http2Server {
       session.close()
       return
     }
-    this.sessions.add(session)
-    session.once("close", () => this.sessions.delete(session))
+    this.guard.attach(session)
   }
 
-  private readonly onStream = (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void => {
+  private readonly onStream = (
+    stream: http2.ServerHttp2Stream,
+    headers: http2.IncomingHttpHeaders,
+    _flags: number,
+    rawHeaders: Array<string>
+  ): void => {
+    const connection = connectionOf(stream.session)
+    if (connection !== undefined) {
+      connection.lastActiveAt = performance.now()
+      connection.wrote = true
+    }
     const contentType = headers["content-type"]
     const verb = headers[":method"]
-    if (!isGrpcContentType(contentType)) reject(stream, invalidContentType(contentType), 415)
-    else if (verb !== "POST") reject(stream, invalidMethod(verb), 405)
+    const fallback = this.options.fallback
+    if (!isGrpcContentType(contentType)) {
+      if (fallback === undefined) reject(stream, invalidContentType(contentType), 415)
+      else toFallback(fallback, stream, headers, rawHeaders)
+    } else if (verb !== "POST") reject(stream, invalidMethod(verb), 405)
     else this.dispatch(stream, headers)
   }
 
@@ -268,3 +421,30 @@ export class Http2Server {
     else new BidiCall(stream, headers, method, this.limits, timeout).open()
   }
 }
+
+/**
+ * What an `Http2Server` refused or ended to stay within its limits since it
+ * started, and what it holds now.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Http2ServerStats extends GuardCounts {
+  /** Connections open now (HTTP/1.1 ones included). */
+  readonly connections: number
+  /** HTTP/2 sessions open now. */
+  readonly sessions: number
+  /** The request budget, and the bytes of it reserved now. */
+  readonly budgetBytes: number
+  readonly reservedBytes: number
+  /** Request messages refused for want of budget. */
+  readonly overBudget: number
+}
+
+/** ALPN with a fallback: `h2` when the client offers it, else HTTP/1.1 (which the fallback serves). */
+const chooseProtocol = ({ protocols }: { readonly protocols: ReadonlyArray<string> }): string | undefined =>
+  protocols.includes("h2") ? "h2" : protocols.includes("http/1.1") ? "http/1.1" : undefined
+
+/** The fields of `partial` that are set, so spreading it over defaults keeps the defaults of the rest. */
+const definedOnly = <A extends object>(partial: A): Partial<A> =>
+  Object.fromEntries(Object.entries(partial).filter(([, value]) => value !== undefined)) as Partial<A>

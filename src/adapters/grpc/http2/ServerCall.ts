@@ -20,8 +20,12 @@
 import * as http2 from "node:http2"
 import * as grpc from "@grpc/grpc-js"
 import { CallEvents } from "./CallEvents.ts"
+import type { Connection } from "./Connection.ts"
+import { connectionOf, detachedConnection } from "./Connection.ts"
 import type { MessageSink } from "./framing.ts"
 import { frame, MessageReader } from "./framing.ts"
+import type { RequestBudget } from "./RequestBudget.ts"
+import { unbudgetedMessageBytes } from "./RequestBudget.ts"
 import { responseHeaders, trailers, trailersOnly, withMetadata } from "./responseHeaders.ts"
 import type { CallStatus } from "./statuses.ts"
 import {
@@ -33,6 +37,7 @@ import {
   messageTooLarge,
   noRequestMessage,
   ok,
+  overBudget,
   responseTooLarge,
   secondRequestMessage,
   serializationFailed,
@@ -58,7 +63,8 @@ export interface Method {
 }
 
 /**
- * Message size limits in bytes; -1 means none.
+ * Message size limits in bytes (-1 means none), and the server's budget for
+ * request bytes held (none when `undefined`).
  *
  * @category models
  * @since 0.1.0
@@ -66,6 +72,7 @@ export interface Method {
 export interface CallLimits {
   readonly maxReceiveMessageLength: number
   readonly maxSendMessageLength: number
+  readonly budget?: RequestBudget | undefined
 }
 
 const kCall = Symbol("grpcCall")
@@ -180,6 +187,8 @@ export abstract class ServerCall extends CallEvents implements MessageSink {
   protected readonly stream: CallStream
   protected readonly method: Method
   protected readonly limits: CallLimits
+  /** The connection the call came on: told when the server writes and while the call stays open. */
+  protected readonly connection: Connection
   private readonly headers: http2.IncomingHttpHeaders
   private readonly peer: string
   private readonly deadline: number
@@ -194,6 +203,10 @@ export abstract class ServerCall extends CallEvents implements MessageSink {
   /** The status is sent (by the handler, the transport or the deadline). */
   protected statusSent = false
   private trailersToSend: http2.OutgoingHttpHeaders | undefined
+  /** Bytes of the request budget this call holds. */
+  protected reserved = 0
+  /** The call counts among its connection's open calls. */
+  private countedOpen = false
 
   constructor(
     stream: http2.ServerHttp2Stream,
@@ -208,6 +221,7 @@ export abstract class ServerCall extends CallEvents implements MessageSink {
     this.method = method
     this.limits = limits
     this.peer = peerOf(stream.session)
+    this.connection = connectionOf(stream.session) ?? detachedConnection()
     this.deadline = timeoutMillis === undefined ? Number.POSITIVE_INFINITY : Date.now() + timeoutMillis
     this.stream[kCall] = this
     stream.on("error", ignore)
@@ -273,8 +287,29 @@ export abstract class ServerCall extends CallEvents implements MessageSink {
       }
     }
     this.reader ??= new MessageReader(this.limits.maxReceiveMessageLength)
-    const tooLong = this.reader.read(chunk, this)
-    if (tooLong !== -1) this.sendStatus(messageTooLarge(tooLong, this.limits.maxReceiveMessageLength))
+    const failure = this.reader.read(chunk, this)
+    if (failure === undefined) return
+    this.sendStatus(
+      failure._tag === "TooLong"
+        ? messageTooLarge(failure.length, this.limits.maxReceiveMessageLength)
+        : overBudget(failure.length)
+    )
+  }
+
+  /** Called by the reader before it gathers a large message: holds its bytes in the server's budget. */
+  reserve(bytes: number): boolean {
+    const budget = this.limits.budget
+    if (budget === undefined) return true
+    if (!budget.tryReserve(bytes)) return false
+    this.reserved += bytes
+    return true
+  }
+
+  /** Gives `bytes` of the budget this call holds back (all of them by default). */
+  protected giveBack(bytes: number = this.reserved): void {
+    if (bytes === 0) return
+    this.reserved -= bytes
+    this.limits.budget?.release(bytes)
   }
 
   /** The client half-closed. */
@@ -295,6 +330,8 @@ export abstract class ServerCall extends CallEvents implements MessageSink {
       return
     }
     this.stream.on("close", onClose)
+    this.connection.openCalls++
+    this.countedOpen = true
     if (this.deadline === Number.POSITIVE_INFINITY) return
     const left = this.deadline - Date.now()
     if (left <= 0) this.expire()
@@ -304,6 +341,11 @@ export abstract class ServerCall extends CallEvents implements MessageSink {
   /** The HTTP/2 stream is closed: a call not ended by then was cancelled. */
   streamClosed(): void {
     this.clearTimer()
+    if (this.countedOpen) {
+      this.countedOpen = false
+      this.connection.openCalls--
+      this.connection.lastActiveAt = performance.now()
+    }
     if (!this.ended) this.cancel()
   }
 
@@ -385,6 +427,7 @@ export abstract class ServerCall extends CallEvents implements MessageSink {
   /** Writes one framed message after the response headers; false when the stream pushes back. */
   protected writeFrame(framed: Buffer): boolean {
     if (!this.headersSent) this.respond(undefined)
+    this.connection.wrote = true
     return this.stream.write(framed)
   }
 
@@ -393,6 +436,8 @@ export abstract class ServerCall extends CallEvents implements MessageSink {
     this.ended = true
     this.statusSent = true
     this.clearTimer()
+    this.giveBack()
+    this.connection.wrote = true
     if (trailer !== undefined) this.trailersToSend = trailers({ ...ok, metadata: trailer })
     if (!this.headersSent) this.respond(undefined)
     this.stream.end(framed)
@@ -418,6 +463,8 @@ export abstract class ServerCall extends CallEvents implements MessageSink {
     this.ended = true
     this.statusSent = true
     this.clearTimer()
+    this.giveBack()
+    this.connection.wrote = true
     const uploading = !this.stream.readableEnded
     if (this.headersSent) {
       this.trailersToSend = trailers(status)
@@ -436,6 +483,7 @@ export abstract class ServerCall extends CallEvents implements MessageSink {
 
   private respond(metadata: grpc.Metadata | undefined): void {
     this.headersSent = true
+    this.connection.wrote = true
     this.stream.respond(
       metadata === undefined ? responseHeaders : withMetadata(responseHeaders, metadata),
       waitForTrailers
@@ -448,6 +496,7 @@ export abstract class ServerCall extends CallEvents implements MessageSink {
     this.ended = true
     this.cancelled = true
     this.clearTimer()
+    this.giveBack()
     this.emit("cancelled", "cancelled")
     this.finished()
   }
@@ -672,6 +721,7 @@ export class BidiCall extends StreamingCall {
   }
 
   private deliverRequest(payload: Buffer): void {
+    if (payload.length > unbudgetedMessageBytes) this.giveBack(Math.min(payload.length, this.reserved))
     const request = this.decode(payload)
     if (request !== undecodable) this.tell("data", request)
   }

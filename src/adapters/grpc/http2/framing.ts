@@ -6,6 +6,7 @@
  *
  * @since 0.1.0
  */
+import { unbudgetedMessageBytes } from "./RequestBudget.ts"
 
 /**
  * Receives the messages a `MessageReader` finds, in order.
@@ -16,13 +17,34 @@
 export interface MessageSink {
   /** One whole message: its flag byte and its payload (a view of the received bytes when it came in one chunk). */
   onMessage(flag: number, payload: Buffer): void
+  /**
+   * Asks to hold `bytes` more for a message larger than
+   * `unbudgetedMessageBytes` that spans chunks, before its payload is
+   * gathered; false refuses it.
+   */
+  reserve(bytes: number): boolean
+}
+
+/**
+ * Why reading stopped: a message announced longer than the limit, or one
+ * the sink would not hold. Either ends the call.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ReadFailure {
+  readonly _tag: "TooLong" | "OverBudget"
+  /** The length the message's prefix announced. */
+  readonly length: number
 }
 
 const headerLength = 5
 
 /**
  * Splits received chunks into messages, rejecting one whose announced length
- * is over `maxLength` (-1 means no limit) as soon as its prefix is read.
+ * is over `maxLength` (-1 means no limit) as soon as its prefix is read. A
+ * message longer than `unbudgetedMessageBytes` that does not arrive whole in
+ * one chunk is gathered only once the sink reserved its length.
  *
  * @category models
  * @since 0.1.0
@@ -42,11 +64,10 @@ export class MessageReader {
   }
 
   /**
-   * Reads `chunk`, handing each message it completes to `sink`. Returns the
-   * announced length of a message over the limit (reading stops there: the
-   * call is over), or -1.
+   * Reads `chunk`, handing each message it completes to `sink`. Returns why
+   * reading stopped (the call is then over), or `undefined`.
    */
-  read(chunk: Buffer, sink: MessageSink): number {
+  read(chunk: Buffer, sink: MessageSink): ReadFailure | undefined {
     let at = 0
     const end = chunk.length
     while (at < end) {
@@ -54,12 +75,13 @@ export class MessageReader {
         // The usual case: a whole prefix in this chunk, and often the whole message.
         if (this.prefixRead === 0 && end - at >= headerLength) {
           const length = chunk.readUInt32BE(at + 1)
-          if (this.maxLength !== -1 && length > this.maxLength) return length
+          if (this.maxLength !== -1 && length > this.maxLength) return { _tag: "TooLong", length }
           if (end - at - headerLength >= length) {
             sink.onMessage(chunk[at]!, chunk.subarray(at + headerLength, at + headerLength + length))
             at += headerLength + length
             continue
           }
+          if (length > unbudgetedMessageBytes && !sink.reserve(length)) return { _tag: "OverBudget", length }
           this.prefix ??= Buffer.alloc(headerLength)
           chunk.copy(this.prefix, 0, at, at + headerLength)
           this.prefixRead = headerLength
@@ -74,7 +96,8 @@ export class MessageReader {
         at += taken
         if (this.prefixRead < headerLength) break
         const length = this.prefix.readUInt32BE(1)
-        if (this.maxLength !== -1 && length > this.maxLength) return length
+        if (this.maxLength !== -1 && length > this.maxLength) return { _tag: "TooLong", length }
+        if (length > unbudgetedMessageBytes && !sink.reserve(length)) return { _tag: "OverBudget", length }
         this.missing = length
         if (length === 0) this.complete(sink)
         continue
@@ -86,7 +109,7 @@ export class MessageReader {
       at += taken
       if (this.missing === 0) this.complete(sink)
     }
-    return -1
+    return undefined
   }
 
   /** True between messages: no prefix or payload byte is pending. */

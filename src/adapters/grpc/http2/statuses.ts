@@ -41,6 +41,18 @@ export const unimplementedMethod = (path: string): CallStatus => ({
 })
 
 /**
+ * A large request message arrived while the server's budget for request
+ * bytes held was spent: UNAVAILABLE, which clients retry after a backoff.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export const overBudget = (length: number): CallStatus => ({
+  code: grpc.status.UNAVAILABLE,
+  details: `server busy: no room for a request message of ${length} bytes now, retry later`
+})
+
+/**
  * The call's deadline passed before it ended.
  *
  * @category errors

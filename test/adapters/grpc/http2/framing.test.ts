@@ -1,11 +1,26 @@
 import { assert, describe, it } from "@effect/vitest"
 import fc from "fast-check"
 import { frame, MessageReader, type MessageSink } from "../../../../src/adapters/grpc/http2/framing.ts"
+import { unbudgetedMessageBytes } from "../../../../src/adapters/grpc/http2/RequestBudget.ts"
 
-/** A sink that keeps each message as `flag:hex`. */
-const collect = (): MessageSink & { readonly messages: Array<string> } => {
+/** A sink that keeps each message as `flag:hex`, and the reservations asked of it (granted up to `room` bytes). */
+const collect = (
+  room = Number.POSITIVE_INFINITY
+): MessageSink & { readonly messages: Array<string>; readonly reservations: Array<number> } => {
   const messages: Array<string> = []
-  return { messages, onMessage: (flag, payload) => messages.push(`${flag}:${payload.toString("hex")}`) }
+  const reservations: Array<number> = []
+  let left = room
+  return {
+    messages,
+    reservations,
+    onMessage: (flag, payload) => messages.push(`${flag}:${payload.toString("hex")}`),
+    reserve: (bytes) => {
+      reservations.push(bytes)
+      if (bytes > left) return false
+      left -= bytes
+      return true
+    }
+  }
 }
 
 describe("framing", () => {
@@ -32,7 +47,7 @@ describe("framing", () => {
         const sink = collect()
         let from = 0
         for (const to of [...points, bytes.length]) {
-          assert.strictEqual(reader.read(bytes.subarray(from, to), sink), -1)
+          assert.strictEqual(reader.read(bytes.subarray(from, to), sink), undefined)
           from = to
         }
         assert.isTrue(reader.idle)
@@ -49,9 +64,44 @@ describe("framing", () => {
   it("gives the length of a message over the limit as soon as its prefix is read", () => {
     const reader = new MessageReader(4)
     const sink = collect()
-    assert.strictEqual(reader.read(Buffer.concat([frame(Uint8Array.of(1, 2, 3, 4)), Buffer.from([0, 0, 0])]), sink), -1)
-    assert.strictEqual(reader.read(Buffer.from([0, 5]), sink), 5)
+    assert.strictEqual(
+      reader.read(Buffer.concat([frame(Uint8Array.of(1, 2, 3, 4)), Buffer.from([0, 0, 0])]), sink),
+      undefined
+    )
+    assert.deepStrictEqual(reader.read(Buffer.from([0, 5]), sink), { _tag: "TooLong", length: 5 })
     assert.deepStrictEqual(sink.messages, ["0:01020304"])
+  })
+
+  it("asks the sink to reserve a large message split over chunks before gathering it, and stops when refused", () => {
+    const large = unbudgetedMessageBytes + 1
+    const framed = frame(new Uint8Array(large).fill(7))
+    const granted = collect()
+    const reader = new MessageReader(-1)
+    assert.strictEqual(reader.read(framed.subarray(0, 3), granted), undefined)
+    assert.deepStrictEqual(granted.reservations, [], "not before the prefix is whole")
+    assert.strictEqual(reader.read(framed.subarray(3, 100), granted), undefined)
+    assert.strictEqual(reader.read(framed.subarray(100), granted), undefined)
+    assert.deepStrictEqual(granted.reservations, [large])
+    assert.strictEqual(granted.messages.length, 1)
+
+    const refused = collect(large - 1)
+    assert.deepStrictEqual(new MessageReader(-1).read(framed.subarray(0, 100), refused), {
+      _tag: "OverBudget",
+      length: large
+    })
+    assert.deepStrictEqual(refused.messages, [])
+  })
+
+  it("reserves nothing for a message that arrives whole, or for one of at most unbudgetedMessageBytes", () => {
+    const sink = collect(0)
+    const reader = new MessageReader(-1)
+    const whole = frame(new Uint8Array(unbudgetedMessageBytes + 10))
+    assert.strictEqual(reader.read(whole, sink), undefined)
+    const small = frame(new Uint8Array(unbudgetedMessageBytes))
+    assert.strictEqual(reader.read(small.subarray(0, 10), sink), undefined)
+    assert.strictEqual(reader.read(small.subarray(10), sink), undefined)
+    assert.deepStrictEqual(sink.reservations, [])
+    assert.strictEqual(sink.messages.length, 2)
   })
 
   it("is not idle in the middle of a message", () => {

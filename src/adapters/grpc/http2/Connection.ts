@@ -1,0 +1,105 @@
+/**
+ * What the http2 server keeps about one client connection: its address,
+ * whether it finished the HTTP/2 handshake, the calls that keep it busy, and
+ * the state of the keepalive policy (ping strikes, as grpc-go counts them).
+ * The connection hangs on its socket and on its session, so every stream's
+ * call finds it with one property read.
+ *
+ * @since 0.1.0
+ */
+import type * as http2 from "node:http2"
+import type * as net from "node:net"
+
+const kConnection = Symbol("connection")
+
+type Tagged = { [kConnection]?: Connection }
+
+/**
+ * One accepted connection.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export class Connection {
+  /** The client's address as the socket reports it (IPv4-mapped IPv6 as IPv4). */
+  readonly address: string
+  /** Calls still open after the turn of the event loop that opened them (watches, slow calls). */
+  openCalls = 0
+  /** When a stream last opened or a long call last ended, on `performance.now()`. */
+  lastActiveAt: number
+  /** The server sent headers or data since the client's last ping, so the next ping strikes nothing. */
+  wrote = false
+  /** Pings that came sooner than the policy allows, since the server last wrote. */
+  pingStrikes = 0
+  /** When the client last pinged, on `performance.now()`. */
+  lastPingAt = Number.NEGATIVE_INFINITY
+  /** Ends the connection if the handshake does not finish in time; cleared once it does. */
+  handshakeTimer: NodeJS.Timeout | undefined
+
+  constructor(address: string, now: number) {
+    this.address = address
+    this.lastActiveAt = now
+  }
+
+  /** The handshake finished (or the connection ended): its timer is no longer needed. */
+  handshaken(): void {
+    if (this.handshakeTimer !== undefined) {
+      clearTimeout(this.handshakeTimer)
+      this.handshakeTimer = undefined
+    }
+  }
+}
+
+/**
+ * A connection that belongs to no server, for calls on sessions the guard
+ * never saw; it counts what calls tell it and nothing reads it.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const detachedConnection = (): Connection => new Connection("", 0)
+
+/**
+ * Hangs `connection` on a socket or session.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const tag = (holder: net.Socket | http2.Http2Session, connection: Connection): void => {
+  ;(holder as Tagged)[kConnection] = connection
+}
+
+/**
+ * The connection of a socket or session, if it has one.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const connectionOf = (holder: net.Socket | http2.Http2Session | undefined): Connection | undefined =>
+  holder === undefined ? undefined : (holder as Tagged)[kConnection]
+
+/**
+ * The connection accepted for a new session: a plaintext session's socket
+ * is the accepted socket, a TLS session's socket wraps it.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const acceptedConnectionOf = (session: http2.Http2Session): Connection | undefined => {
+  const socket = session.socket as (net.Socket & { readonly _parent?: net.Socket | null }) | undefined
+  if (socket === undefined) return undefined
+  return connectionOf(socket) ?? connectionOf(socket._parent ?? undefined)
+}
+
+/**
+ * The address a socket's connection is counted under: its remote address,
+ * with an IPv4-mapped IPv6 address (`::ffff:1.2.3.4`) counted as the IPv4
+ * address it carries.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const addressOf = (socket: net.Socket): string => {
+  const address = socket.remoteAddress ?? ""
+  return address.startsWith("::ffff:") && address.includes(".") ? address.slice(7) : address
+}
