@@ -9,6 +9,7 @@
 import { Duration, Effect, Exit, Layer, Logger, References, Scope } from "effect"
 import * as GrpcServer from "../adapters/grpc/GrpcServer.ts"
 import type { FallbackListener } from "../adapters/grpc/http2/Http2Server.ts"
+import { defaultRequestBudgetBytes } from "../adapters/grpc/http2/RequestBudget.ts"
 import * as Tls from "../adapters/grpc/tls.ts"
 import * as Readiness from "../adapters/http/Readiness.ts"
 import { FileSnapshotStore } from "../adapters/storage/index.ts"
@@ -154,7 +155,13 @@ const serveWith = (config: ServiceConfig, http: typeof HttpListeners | undefined
         trust_first_x_forwarded_for: config.trustFirstXForwardedFor,
         client_ip_reporting: !config.disableClientIpReporting,
         max_clusters: config.maxClusters,
-        max_watches: config.maxWatches
+        max_watches: config.maxWatches,
+        max_concurrent_streams: config.transport.maxConcurrentStreams,
+        request_memory_budget: config.transport.requestBudgetBytes ?? defaultRequestBudgetBytes(),
+        max_connections: config.transport.maxConnections,
+        max_connections_per_address: config.transport.maxConnectionsPerAddress,
+        idle_timeout: Duration.format(config.transport.idleTimeout),
+        failure_log: config.failureLog === false ? "every line" : `${config.failureLog.perAddressRate}/s per address`
       })
     )
     return yield* Effect.never

@@ -86,6 +86,31 @@ for (const server of servers) {
       await go.stop("long")
     })
 
+    // TTL 100 s: the client pings every 10 s (max(10 s, TTL/10)) and refreshes only every 50 s, so four pings in a row
+    // meet the server's 10 s rule with no data from the server in between.
+    it("keeps the watches of clients pinging every 10 s over four of their pings, with no reconnect", {
+      timeout: 90_000
+    }, async () => {
+      const srv = await start()
+      const go = spawnNodes()
+      const key = randomBytes(32)
+      const c = cluster()
+      await go.start("p1", { endpoint: srv.address, cluster: c, key, ttl: "100s" })
+      await go.start("p2", { endpoint: srv.address, cluster: c, key, ttl: "100s" })
+      await go.set("p1", { hostname: "p1" })
+      await go.set("p2", { hostname: "p2" })
+      await go.until("p2", (a) => ids(a).join() === "p1")
+      // A Watch is logged when it ends: a client sent away for its pings would reconnect and log one.
+      const endedWatches = () => srv.output.filter((line) => line.includes("/Watch")).length
+      const before = endedWatches()
+      await new Promise((resolve) => setTimeout(resolve, 45_000))
+      await go.set("p1", { hostname: "p1-later" })
+      await go.until("p2", (a) => a[0]?.hostname === "p1-later", 10_000)
+      assert.strictEqual(endedWatches(), before, "no watch ended while the clients pinged")
+      await go.stop("p1")
+      await go.stop("p2")
+    })
+
     for (const n of [5, 15, 50]) {
       it(`T60 a cluster of ${n} clients converges with reported endpoints`, { timeout: 120_000 }, async () => {
         // Each simulated node presents its own address, as real nodes would, so per-IP rate limits apply per node.

@@ -70,6 +70,8 @@ export interface ServerOptions {
   readonly metricsPort?: number
   /** Load and save snapshots at this path (default: off). */
   readonly snapshotPath?: string
+  /** More flags for our server, after the others. */
+  readonly extraFlags?: ReadonlyArray<string>
 }
 
 /** Starts the original Go service; snapshots, metrics and the landing page are off unless asked for. */
@@ -101,7 +103,8 @@ export const startOurServer = async (options: ServerOptions = {}): Promise<Serve
     ...(options.snapshotPath ? [`--snapshot-path=${options.snapshotPath}`] : ["--snapshots-enabled=false"]),
     `--gc-interval=${options.gcInterval ?? "1s"}`,
     ...(options.redirect ? [`--redirect-endpoint=${options.redirect}`] : []),
-    ...(options.trustXRealIp ? ["--trust-x-real-ip"] : [])
+    ...(options.trustXRealIp ? ["--trust-x-real-ip"] : []),
+    ...(options.extraFlags ?? [])
   ]
   const child = spawn(process.execPath, args, { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
   const output: Array<string> = []

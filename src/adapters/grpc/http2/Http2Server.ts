@@ -168,7 +168,18 @@ const parseAddress = (address: string): { readonly host: string; readonly port: 
 
 const secureContextOf = (pair: KeyPair): tls.SecureContextOptions => ({ cert: pair.certificate, key: pair.privateKey })
 
-/** Streams whose content type is not gRPC's, for the fallback listener through Node's compatibility objects. */
+/** The most bytes of a request body read (and dropped) before a non-gRPC request goes to the fallback. */
+const maxFallbackBody = 64 * 1024
+
+/**
+ * Streams whose content type is not gRPC's, for the fallback listener
+ * through Node's compatibility objects. The pages served there take no
+ * request body: one is read to its end and dropped first (one over 64 KiB
+ * gets 413), because a response sent while the client still sends lets Node
+ * drop its stream before nghttp2 does, and a client that keeps the
+ * connection's streams at their limit then has its connection ended for
+ * opening one too many.
+ */
 const toFallback = (
   fallback: FallbackListener,
   stream: http2.ServerHttp2Stream,
@@ -176,7 +187,27 @@ const toFallback = (
   rawHeaders: Array<string>
 ): void => {
   stream.on("error", ignore)
-  fallback(new http2.Http2ServerRequest(stream, headers, {}, rawHeaders), new http2.Http2ServerResponse(stream))
+  const serve = () =>
+    fallback(new http2.Http2ServerRequest(stream, headers, {}, rawHeaders), new http2.Http2ServerResponse(stream))
+  if (stream.readableEnded || stream.endAfterHeaders) {
+    serve()
+    return
+  }
+  let received = 0
+  const onData = (chunk: Buffer) => {
+    received += chunk.length
+    if (received <= maxFallbackBody) return
+    stream.off("data", onData)
+    stream.off("end", onEnd)
+    if (!stream.headersSent) stream.respond({ ":status": 413 }, endStream)
+    stream.close(http2.constants.NGHTTP2_NO_ERROR)
+  }
+  const onEnd = () => {
+    stream.off("data", onData)
+    serve()
+  }
+  stream.on("data", onData)
+  stream.once("end", onEnd)
 }
 
 /**

@@ -134,10 +134,14 @@ describe("Http2Server limits", () => {
       await withServer(
         async ({ server, port }) => {
           const served = await session(port)
+          assert.strictEqual(
+            statusOf(await send(served.session, { path: unary, body: [message("x")] }).response).code,
+            0
+          )
           const silent = await tcp(port)
           const half = await tcp(port)
           half.socket.write("PRI * HTTP/2.0\r\n")
-          await within(Promise.all([silent.closed, half.closed]), 2000, "both are closed")
+          await within(Promise.all([silent.closed, half.closed]), 5000, "both are closed")
           assert.strictEqual(server.stats.handshakeTimeouts, 2)
           assert.strictEqual(
             statusOf(await send(served.session, { path: unary, body: [message("x")] }).response).code,
@@ -145,17 +149,17 @@ describe("Http2Server limits", () => {
           )
           served.session.close()
         },
-        { connections: { handshakeTimeoutMillis: 200 } }
+        { connections: { handshakeTimeoutMillis: 1000 } }
       )
       const pem = selfSigned("handshake")
       const pair = { certificate: Buffer.from(pem.certificate), privateKey: Buffer.from(pem.privateKey) }
       await withServer(
         async ({ server, port }) => {
           const silent = await tcp(port)
-          await within(silent.closed, 2000, "the TLS connection without a hello is closed")
+          await within(silent.closed, 5000, "the TLS connection without a hello is closed")
           assert.strictEqual(server.stats.handshakeTimeouts, 1)
         },
-        { connections: { handshakeTimeoutMillis: 200 }, keyPair: { current: pair, subscribe: () => () => {} } }
+        { connections: { handshakeTimeoutMillis: 1000 }, keyPair: { current: pair, subscribe: () => () => {} } }
       )
     })
 
@@ -169,14 +173,14 @@ describe("Http2Server limits", () => {
           assert.strictEqual(statusOf(await send(idle.session, { path: unary, body: [message("x")] }).response).code, 0)
           const open = send(busy.session, { path: stream, body: [message("hang")] })
           assert.strictEqual(
-            (await within(idleGoaway, 2000, "the idle session is sent away")).code,
+            (await within(idleGoaway, 5000, "the idle session is sent away")).code,
             http2.constants.NGHTTP2_NO_ERROR
           )
-          await within(idle.closed, 2000, "the idle session closes")
+          await within(idle.closed, 5000, "the idle session closes")
           assert.isFalse(busy.session.closed, "a session with an open call stays")
           open.stream.close(http2.constants.NGHTTP2_CANCEL)
           await open.response
-          await within(busyGoaway, 2000, "the session is sent away once its call ended and it idled")
+          await within(busyGoaway, 5000, "the session is sent away once its call ended and it idled")
           assert.strictEqual(server.stats.idleClosed, 2)
         },
         { connections: { idleTimeoutMillis: 300 } }
@@ -300,6 +304,37 @@ describe("Http2Server limits", () => {
               echoed.messages.map((m) => m.toString()),
               ["grpc"]
             )
+          } finally {
+            opened.close()
+          }
+        },
+        { fallback: site }
+      ))
+
+    it("go to the fallback once a body they carry is read and dropped; a body over 64 KiB gets 413", () =>
+      withServer(
+        async ({ port }) => {
+          const opened = await connect(port)
+          try {
+            const post = (bytes: number) =>
+              new Promise<{ readonly status: number | undefined; readonly text: string }>((resolve) => {
+                const page = opened.request({ ":method": "POST", ":path": "/stats", "content-type": "text/plain" })
+                let status: number | undefined
+                let text = ""
+                page.on("response", (headers) => {
+                  status = headers[":status"]
+                })
+                page.on("data", (chunk) => {
+                  text += chunk
+                })
+                page.on("error", () => {})
+                page.on("close", () => resolve({ status, text }))
+                page.end(Buffer.alloc(bytes, 1))
+              })
+            assert.deepStrictEqual(await post(1000), { status: 200, text: "site POST /stats over 2.0" })
+            assert.deepStrictEqual(await post(100_000), { status: 413, text: "" })
+            const echoed = await send(opened, { path: unary, body: [message("after")] }).response
+            assert.strictEqual(statusOf(echoed).code, grpc.status.OK)
           } finally {
             opened.close()
           }
