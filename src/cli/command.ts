@@ -51,7 +51,8 @@ const byteSize = (name: string) =>
     )
   )
 
-const seconds = (millis: number) => `${millis / 1000}s`
+/** Milliseconds as a Go duration flag value: `10s`, `2m`. */
+const seconds = (millis: number) => (millis % 60_000 === 0 ? `${millis / 60_000}m` : `${millis / 1000}s`)
 
 const positiveInt = (name: string, fallback: number) =>
   Flag.Int(name).pipe(

@@ -231,6 +231,10 @@ describe("discovery-service operations", { timeout: processTimeout }, () => {
       assert.include(await landing.text(), "discovery service")
       const stats = await fetch(`http://127.0.0.1:${server.landingPort}/stats`)
       assert.strictEqual(await stats.text(), '{"affiliates":1}')
+      // The gRPC port serves the same site to requests that are not gRPC, as the original's does (HTTP/1.1 here).
+      const onGrpcPort = await fetch(`http://127.0.0.1:${server.port}/stats`)
+      assert.strictEqual(await onGrpcPort.text(), '{"affiliates":1}')
+      assert.include(await (await fetch(`http://127.0.0.1:${server.port}/`)).text(), "discovery service")
       assert.strictEqual((await fetch(`http://127.0.0.1:${server.metricsPort}/readyz`)).status, 200)
       const metrics = await (await fetch(`http://127.0.0.1:${server.metricsPort}/metrics`)).text()
       for (const line of [
@@ -385,7 +389,20 @@ describe("discovery-service flags", { timeout: processTimeout }, () => {
   it("prints the flags with --help", async () => {
     const { code, output } = await run(["--help"])
     assert.strictEqual(code, 0)
-    for (const flag of ["--addr", "--gc-interval", "--redirect-endpoint", "--trust-x-real-ip", "--max-watches"]) {
+    for (const flag of [
+      "--addr",
+      "--gc-interval",
+      "--redirect-endpoint",
+      "--trust-x-real-ip",
+      "--max-watches",
+      "--max-concurrent-streams",
+      "--request-memory-budget",
+      "--max-connections-per-address",
+      "--handshake-timeout",
+      "--idle-timeout",
+      "--keepalive-min-time",
+      "--failure-log-rate"
+    ]) {
       assert.include(output, flag)
     }
   })
