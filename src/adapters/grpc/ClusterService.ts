@@ -1,42 +1,43 @@
 /**
- * The grpc-js service definition of `sidero.discovery.server.Cluster`, built
- * from the generated protobuf-es descriptors (no proto-loader). The server
- * side decodes requests into `DecodedRequest` values, so invalid UTF-8 IDs are
- * answered before the `ClusterApi` is called; Watch responses are sent as
- * already encoded WatchResponse bytes.
+ * `sidero.discovery.server.Cluster` as one record per RPC: its descriptor,
+ * how the server decodes the request and hands it to the `ClusterApi`, how it
+ * encodes the reply, what the request log says of it and the metric series it
+ * counts in, and how the client side converts both ways. The grpc-js service
+ * definition, the server's handlers, the client's calls and the metrics are
+ * all derived from these records, so adding an RPC is adding one.
+ *
+ * The server decodes requests into `DecodedRequest` values, so invalid UTF-8
+ * IDs are answered before the `ClusterApi` is called; Watch responses are
+ * sent as already encoded WatchResponse bytes.
  *
  * @since 0.1.0
  */
-import type { DescMessage, MessageShape } from "@bufbuild/protobuf"
-import { fromBinary, toBinary } from "@bufbuild/protobuf"
+import type { DescMessage, DescMethod, MessageShape } from "@bufbuild/protobuf"
+import { create } from "@bufbuild/protobuf"
+import type { Effect, Metric } from "effect"
 import type {
   AffiliateDeleteRequest,
-  AffiliateDeleteResponse,
   AffiliateUpdateRequest,
-  AffiliateUpdateResponse,
   HelloRequest,
-  HelloResponse,
   ListRequest,
-  ListResponse,
   WatchRequest,
   WatchResponse
 } from "../../gen/discovery/server/cluster_pb.ts"
 import { Cluster } from "../../gen/discovery/server/cluster_pb.ts"
-import { fieldSize, putVarint } from "../../core/varint.ts"
+import type { ClusterApi, ClusterRequest } from "../../ports/ClusterApi.ts"
+import type { DiscoveryError } from "../../ports/DiscoveryError.ts"
 import type { DecodedRequest } from "./codec.ts"
-import {
-  decodeAffiliateDeleteRequest,
-  decodeAffiliateUpdateRequest,
-  decodeHelloRequest,
-  decodeListRequest,
-  decodeWatchRequest
-} from "./codec.ts"
+import * as Codec from "./codec.ts"
+import type { GrpcType, MethodMetrics } from "./metrics.ts"
+import { helloRequests, methodMetrics, parseVersion } from "./metrics.ts"
+import { asBuffer, deserializer, emptySerializer, helloResponseSerializer, serializer } from "./serializers.ts"
+
+export { asBuffer, deserializer, serializer } from "./serializers.ts"
 
 /**
- * One method of the service, with the types each side sees: the client sends
- * `ClientRequest` and receives `ClientResponse`; the server receives
- * `ServerRequest` and sends `ServerResponse`. It is a grpc-js
- * `MethodDefinition`.
+ * One method of the service as grpc-js sees it, with the types each side
+ * sees: the client sends `ClientRequest` and receives `ClientResponse`; the
+ * server receives `ServerRequest` and sends `ServerResponse`.
  *
  * @category models
  * @since 0.1.0
@@ -53,155 +54,206 @@ export interface ClusterMethod<ClientRequest, ServerRequest, ServerResponse, Cli
 }
 
 /**
- * A view of bytes as a Buffer, without copying.
+ * What every RPC record tells: its name and path, the grpc-js definition,
+ * its metric series, and what the request log says of a request (IDs and
+ * the client version, never blobs, each cut at 256 characters).
  *
- * @category codecs
+ * @category models
  * @since 0.1.0
  */
-export const asBuffer = (bytes: Uint8Array): Buffer => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
-
-/**
- * The grpc-js serializer of a protobuf-es message type.
- *
- * @category codecs
- * @since 0.1.0
- */
-export const serializer =
-  <Desc extends DescMessage>(schema: Desc) =>
-  (message: MessageShape<Desc>): Buffer =>
-    asBuffer(toBinary(schema, message))
-
-const noBytes = Buffer.alloc(0)
-
-/**
- * The serializer of a message without fields (AffiliateUpdateResponse,
- * AffiliateDeleteResponse): the shared empty buffer unless the message
- * carries unknown fields, so the server's constant replies are not encoded
- * again on every call. grpc-js copies the bytes into its frame, so sharing
- * them is safe.
- */
-const emptySerializer =
-  <Desc extends DescMessage>(schema: Desc) =>
-  (message: MessageShape<Desc>): Buffer =>
-    message.$unknown === undefined || message.$unknown.length === 0 ? noBytes : asBuffer(toBinary(schema, message))
-
-/**
- * The HelloResponse serializer, written directly: every Hello answers one, and
- * protobuf-es's general writer cost about a tenth of the server's time per
- * call. The bytes are those `toBinary` writes (fields in order, defaults left
- * out); a message carrying unknown fields goes through `toBinary`.
- */
-const helloResponseSerializer = (message: HelloResponse): Buffer => {
-  const redirect = message.redirect
-  if ((message.$unknown?.length ?? 0) > 0 || (redirect?.$unknown?.length ?? 0) > 0) {
-    return asBuffer(toBinary(Cluster.method.hello.output, message))
-  }
-  const endpointLength = redirect === undefined ? 0 : Buffer.byteLength(redirect.endpoint, "utf8")
-  const redirectLength = endpointLength === 0 ? 0 : fieldSize(endpointLength)
-  const ip = message.clientIp
-  const size = (redirect === undefined ? 0 : fieldSize(redirectLength)) + (ip.length === 0 ? 0 : fieldSize(ip.length))
-  if (size === 0) return noBytes
-  const bytes = Buffer.allocUnsafe(size)
-  let pos = 0
-  if (redirect !== undefined) {
-    bytes[pos++] = 0x0a
-    pos = putVarint(bytes, pos, redirectLength)
-    if (endpointLength > 0) {
-      bytes[pos++] = 0x0a
-      pos = putVarint(bytes, pos, endpointLength)
-      pos += bytes.write(redirect.endpoint, pos, "utf8")
-    }
-  }
-  if (ip.length > 0) {
-    bytes[pos++] = 0x12
-    pos = putVarint(bytes, pos, ip.length)
-    bytes.set(ip, pos)
-  }
-  return bytes
+export interface RpcInfo<Proto> {
+  readonly name: string
+  readonly path: string
+  readonly streaming: boolean
+  readonly metrics: MethodMetrics
+  readonly logFields: (message: Proto) => Record<string, string>
+  /** A series counted for every request that passed the rate limiter, before validation (Hello's by version). */
+  readonly countRequest?: ((decoded: DecodedRequest<Proto>) => Metric.Counter<number>) | undefined
 }
 
 /**
- * The grpc-js deserializer of a protobuf-es message type.
+ * A unary RPC: `Proto` in, the port's `Request` to `ClusterApi`, its `Result`
+ * back as the `Reply` message.
  *
- * @category codecs
+ * @category models
  * @since 0.1.0
  */
-export const deserializer =
-  <Desc extends DescMessage>(schema: Desc) =>
-  (bytes: Buffer): MessageShape<Desc> =>
-    fromBinary(schema, bytes)
-
-const path = (name: string): string => `/${Cluster.typeName}/${name}`
+export interface UnaryRpc<Proto, Request, Result, Reply> extends RpcInfo<Proto> {
+  readonly streaming: false
+  readonly definition: ClusterMethod<Proto, DecodedRequest<Proto>, Reply, Reply>
+  /** The port's request of a decoded message and the caller's address. */
+  readonly toCore: (message: Proto, address: Uint8Array | undefined) => Request
+  readonly invoke: (api: ClusterApi["Service"], request: Request) => Effect.Effect<Result, DiscoveryError>
+  readonly fromCore: (result: Result) => Reply
+  /** The client side: the message of a port request, and the port's result of a reply. */
+  readonly toProto: (request: Request) => Proto
+  readonly fromProto: (reply: Reply) => Result
+}
 
 /**
- * The service definition for `grpc.Server#addService` and
- * `grpc.makeGenericClientConstructor`. Keys are the RPC names of the proto.
+ * Any unary RPC of the table, for code that serves them all alike.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+// biome-ignore lint/suspicious/noExplicitAny: each record is consistent in itself; code over all of them is generic.
+export type AnyUnaryRpc = UnaryRpc<any, any, any, any>
+
+/**
+ * The Watch RPC: the request as for a unary RPC; the server sends encoded
+ * WatchResponse bytes, the client reads WatchResponse messages.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface WatchRpc extends RpcInfo<WatchRequest> {
+  readonly streaming: true
+  readonly definition: ClusterMethod<WatchRequest, DecodedRequest<WatchRequest>, Uint8Array, WatchResponse>
+  readonly toCore: (message: WatchRequest) => ClusterRequest
+  readonly toProto: (request: ClusterRequest) => WatchRequest
+}
+
+/** A request field as logged: at most 256 characters, so a huge invalid ID cannot flood the log. */
+const clip = (value: string): string =>
+  value.length <= 256 ? value : `${value.slice(0, 256)}…(${value.length} characters)`
+
+const clusterFields = (request: { readonly clusterId: string }) => ({ cluster_id: clip(request.clusterId) })
+const affiliateFields = (request: { readonly clusterId: string; readonly affiliateId: string }) => ({
+  cluster_id: clip(request.clusterId),
+  affiliate_id: clip(request.affiliateId)
+})
+
+/** The parts of a record that follow from the descriptor and the kind. */
+const base = <I extends DescMessage, O extends DescMessage, ServerReply>(
+  method: DescMethod & { readonly input: I; readonly output: O },
+  streaming: boolean,
+  decode: (bytes: Uint8Array) => DecodedRequest<MessageShape<I>>,
+  serializeReply: (reply: ServerReply) => Buffer
+) => {
+  const type: GrpcType = streaming ? "server_stream" : "unary"
+  const path = `/${Cluster.typeName}/${method.name}`
+  return {
+    name: method.name,
+    path,
+    metrics: methodMetrics(method.name, type),
+    definition: {
+      path,
+      requestStream: false as const,
+      responseStream: streaming,
+      originalName: method.localName,
+      requestSerialize: serializer(method.input),
+      requestDeserialize: decode,
+      responseSerialize: serializeReply,
+      responseDeserialize: deserializer(method.output)
+    }
+  }
+}
+
+/** A port method named as the descriptor's local name (`hello`, `affiliateUpdate`, …). */
+type PortMethod = (request: unknown) => Effect.Effect<unknown, DiscoveryError>
+
+/**
+ * A unary record: what `spec` does not give follows from the descriptor. The
+ * port's method is the one of the RPC's local name; a reply without fields
+ * is one shared empty message, encoded as no bytes, and means `void` to the
+ * client.
+ */
+const unary = <I extends DescMessage, O extends DescMessage, Request, Result>(
+  method: DescMethod & { readonly input: I; readonly output: O },
+  spec: Pick<UnaryRpc<MessageShape<I>, Request, Result, MessageShape<O>>, "toCore" | "toProto" | "logFields"> &
+    Partial<
+      Pick<UnaryRpc<MessageShape<I>, Request, Result, MessageShape<O>>, "fromCore" | "fromProto" | "countRequest">
+    > & {
+      readonly decode: (bytes: Uint8Array) => DecodedRequest<MessageShape<I>>
+      readonly serializeReply?: ((reply: MessageShape<O>) => Buffer) | undefined
+    }
+): UnaryRpc<MessageShape<I>, Request, Result, MessageShape<O>> => {
+  const empty = method.output.fields.length === 0
+  const emptyReply = create(method.output)
+  const { decode, serializeReply, ...rest } = spec
+  return {
+    ...base(method, false, decode, serializeReply ?? (empty ? emptySerializer : serializer)(method.output)),
+    streaming: false,
+    invoke: (api, request) =>
+      (api[method.localName as keyof ClusterApi["Service"]] as PortMethod)(request) as Effect.Effect<
+        Result,
+        DiscoveryError
+      >,
+    fromCore: () => emptyReply,
+    fromProto: () => undefined as Result,
+    ...rest
+  }
+}
+
+/**
+ * The five RPCs of the service, by name.
  *
  * @category protocols
  * @since 0.1.0
  */
-export const ClusterService = {
-  Hello: {
-    path: path(Cluster.method.hello.name),
-    requestStream: false,
-    responseStream: false,
-    originalName: Cluster.method.hello.localName,
-    requestSerialize: serializer(Cluster.method.hello.input),
-    requestDeserialize: decodeHelloRequest,
-    responseSerialize: helloResponseSerializer,
-    responseDeserialize: deserializer(Cluster.method.hello.output)
-  } satisfies ClusterMethod<HelloRequest, DecodedRequest<HelloRequest>, HelloResponse, HelloResponse>,
-  AffiliateUpdate: {
-    path: path(Cluster.method.affiliateUpdate.name),
-    requestStream: false,
-    responseStream: false,
-    originalName: Cluster.method.affiliateUpdate.localName,
-    requestSerialize: serializer(Cluster.method.affiliateUpdate.input),
-    requestDeserialize: decodeAffiliateUpdateRequest,
-    responseSerialize: emptySerializer(Cluster.method.affiliateUpdate.output),
-    responseDeserialize: deserializer(Cluster.method.affiliateUpdate.output)
-  } satisfies ClusterMethod<
-    AffiliateUpdateRequest,
-    DecodedRequest<AffiliateUpdateRequest>,
-    AffiliateUpdateResponse,
-    AffiliateUpdateResponse
-  >,
-  AffiliateDelete: {
-    path: path(Cluster.method.affiliateDelete.name),
-    requestStream: false,
-    responseStream: false,
-    originalName: Cluster.method.affiliateDelete.localName,
-    requestSerialize: serializer(Cluster.method.affiliateDelete.input),
-    requestDeserialize: decodeAffiliateDeleteRequest,
-    responseSerialize: emptySerializer(Cluster.method.affiliateDelete.output),
-    responseDeserialize: deserializer(Cluster.method.affiliateDelete.output)
-  } satisfies ClusterMethod<
-    AffiliateDeleteRequest,
-    DecodedRequest<AffiliateDeleteRequest>,
-    AffiliateDeleteResponse,
-    AffiliateDeleteResponse
-  >,
-  List: {
-    path: path(Cluster.method.list.name),
-    requestStream: false,
-    responseStream: false,
-    originalName: Cluster.method.list.localName,
-    requestSerialize: serializer(Cluster.method.list.input),
-    requestDeserialize: decodeListRequest,
-    responseSerialize: serializer(Cluster.method.list.output),
-    responseDeserialize: deserializer(Cluster.method.list.output)
-  } satisfies ClusterMethod<ListRequest, DecodedRequest<ListRequest>, ListResponse, ListResponse>,
+export const ClusterRpcs = {
+  Hello: unary(Cluster.method.hello, {
+    decode: Codec.decodeHelloRequest,
+    serializeReply: helloResponseSerializer,
+    toCore: Codec.helloRequestFromProto,
+    fromCore: Codec.helloResponseToProto,
+    toProto: Codec.helloRequestToProto,
+    fromProto: Codec.helloResponseFromProto,
+    logFields: (request: HelloRequest) => ({
+      cluster_id: clip(request.clusterId),
+      client_version: clip(request.clientVersion)
+    }),
+    countRequest: (decoded) =>
+      helloRequests(parseVersion(decoded._tag === "Success" ? decoded.success.clientVersion : ""))
+  }),
+  AffiliateUpdate: unary(Cluster.method.affiliateUpdate, {
+    decode: Codec.decodeAffiliateUpdateRequest,
+    toCore: Codec.affiliateUpdateRequestFromProto,
+    toProto: Codec.affiliateUpdateRequestToProto,
+    logFields: (request: AffiliateUpdateRequest) => affiliateFields(request)
+  }),
+  AffiliateDelete: unary(Cluster.method.affiliateDelete, {
+    decode: Codec.decodeAffiliateDeleteRequest,
+    toCore: Codec.affiliateDeleteRequestFromProto,
+    toProto: Codec.affiliateDeleteRequestToProto,
+    logFields: (request: AffiliateDeleteRequest) => affiliateFields(request)
+  }),
+  List: unary(Cluster.method.list, {
+    decode: Codec.decodeListRequest,
+    toCore: Codec.clusterRequestFromProto,
+    fromCore: Codec.listResponseToProto,
+    toProto: Codec.listRequestToProto,
+    fromProto: Codec.listResponseFromProto,
+    logFields: (request: ListRequest) => clusterFields(request)
+  }),
   Watch: {
-    path: path(Cluster.method.watch.name),
-    requestStream: false,
-    responseStream: true,
-    originalName: Cluster.method.watch.localName,
-    requestSerialize: serializer(Cluster.method.watch.input),
-    requestDeserialize: decodeWatchRequest,
-    responseSerialize: asBuffer,
-    responseDeserialize: deserializer(Cluster.method.watch.output)
-  } satisfies ClusterMethod<WatchRequest, DecodedRequest<WatchRequest>, Uint8Array, WatchResponse>
+    ...base(Cluster.method.watch, true, Codec.decodeWatchRequest, asBuffer),
+    streaming: true,
+    toCore: Codec.clusterRequestFromProto,
+    toProto: Codec.watchRequestToProto,
+    logFields: (request: WatchRequest) => clusterFields(request)
+  } satisfies WatchRpc
 } as const
+
+/**
+ * The unary RPCs of `ClusterRpcs`.
+ *
+ * @category protocols
+ * @since 0.1.0
+ */
+export type UnaryRpcName = Exclude<keyof typeof ClusterRpcs, "Watch">
+
+/**
+ * The service definition for `grpc.Server#addService` and
+ * `grpc.makeGenericClientConstructor`, derived from `ClusterRpcs`. Keys are
+ * the RPC names of the proto.
+ *
+ * @category protocols
+ * @since 0.1.0
+ */
+export const ClusterService = Object.fromEntries(
+  Object.entries(ClusterRpcs).map(([name, rpc]) => [name, rpc.definition])
+) as { readonly [Name in keyof typeof ClusterRpcs]: (typeof ClusterRpcs)[Name]["definition"] }
 
 /**
  * The name the service is registered under: `sidero.discovery.server.Cluster`.

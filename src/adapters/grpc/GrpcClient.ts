@@ -14,18 +14,9 @@ import type { WatchResponse as ProtoWatchResponse } from "../../gen/discovery/se
 import type { ClusterRequest, WatchEvent } from "../../ports/ClusterApi.ts"
 import { ClusterApi } from "../../ports/ClusterApi.ts"
 import type { DiscoveryError } from "../../ports/DiscoveryError.ts"
-import type { ClusterMethod } from "./ClusterService.ts"
-import { ClusterService, serviceName } from "./ClusterService.ts"
-import {
-  affiliateDeleteRequestToProto,
-  affiliateUpdateRequestToProto,
-  helloRequestToProto,
-  helloResponseFromProto,
-  listRequestToProto,
-  listResponseFromProto,
-  watchRequestToProto,
-  watchResponseToEvents
-} from "./codec.ts"
+import type { UnaryRpc } from "./ClusterService.ts"
+import { ClusterRpcs, ClusterService, serviceName } from "./ClusterService.ts"
+import { watchResponseToEvents } from "./codec.ts"
 import { fromServiceError } from "./status.ts"
 
 /**
@@ -124,23 +115,23 @@ export const make = (options: ClientOptions): Effect.Effect<ClusterApi["Service"
       (client) => Effect.sync(() => client.close())
     )
 
-    const unary = <Request, Response>(
-      method: ClusterMethod<Request, unknown, never, Response>,
-      request: Request
-    ): Effect.Effect<Response, DiscoveryError> =>
-      Effect.callback<Response, DiscoveryError>((resume) => {
-        const call = client.makeUnaryRequest(
-          method.path,
-          method.requestSerialize,
-          method.responseDeserialize,
-          request,
-          new grpc.Metadata(),
-          { deadline: Date.now() + timeoutMillis },
-          (error, response) =>
-            resume(error ? Effect.fail(fromServiceError(error)) : Effect.succeed(response as Response))
-        )
-        return Effect.sync(() => call.cancel())
-      })
+    /** A unary RPC as a method of the port: its message out, its reply back as the port's result. */
+    const unary =
+      <Proto, Request, Result, Reply>(rpc: UnaryRpc<Proto, Request, Result, Reply>) =>
+      (request: Request): Effect.Effect<Result, DiscoveryError> =>
+        Effect.callback<Result, DiscoveryError>((resume) => {
+          const call = client.makeUnaryRequest(
+            rpc.definition.path,
+            rpc.definition.requestSerialize,
+            rpc.definition.responseDeserialize,
+            rpc.toProto(request),
+            new grpc.Metadata(),
+            { deadline: Date.now() + timeoutMillis },
+            (error, reply) =>
+              resume(error ? Effect.fail(fromServiceError(error)) : Effect.succeed(rpc.fromProto(reply as Reply)))
+          )
+          return Effect.sync(() => call.cancel())
+        })
 
     const watch = (request: ClusterRequest): Stream.Stream<WatchEvent, DiscoveryError> =>
       Stream.unwrap(
@@ -149,10 +140,10 @@ export const make = (options: ClientOptions): Effect.Effect<ClusterApi["Service"
             Effect.sync(
               (): WatchCall =>
                 client.makeServerStreamRequest(
-                  ClusterService.Watch.path,
-                  ClusterService.Watch.requestSerialize,
-                  ClusterService.Watch.responseDeserialize,
-                  watchRequestToProto(request),
+                  ClusterRpcs.Watch.definition.path,
+                  ClusterRpcs.Watch.definition.requestSerialize,
+                  ClusterRpcs.Watch.definition.responseDeserialize,
+                  ClusterRpcs.Watch.toProto(request),
                   new grpc.Metadata()
                 )
             ),
@@ -171,12 +162,10 @@ export const make = (options: ClientOptions): Effect.Effect<ClusterApi["Service"
       )
 
     return ClusterApi.of({
-      hello: (request) => Effect.map(unary(ClusterService.Hello, helloRequestToProto(request)), helloResponseFromProto),
-      affiliateUpdate: (request) =>
-        Effect.asVoid(unary(ClusterService.AffiliateUpdate, affiliateUpdateRequestToProto(request))),
-      affiliateDelete: (request) =>
-        Effect.asVoid(unary(ClusterService.AffiliateDelete, affiliateDeleteRequestToProto(request))),
-      list: (request) => Effect.map(unary(ClusterService.List, listRequestToProto(request)), listResponseFromProto),
+      hello: unary(ClusterRpcs.Hello),
+      affiliateUpdate: unary(ClusterRpcs.AffiliateUpdate),
+      affiliateDelete: unary(ClusterRpcs.AffiliateDelete),
+      list: unary(ClusterRpcs.List),
       watch
     })
   })

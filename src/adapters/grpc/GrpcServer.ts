@@ -17,56 +17,35 @@
  *
  * @since 0.1.0
  */
-import { create } from "@bufbuild/protobuf"
 import * as grpc from "@grpc/grpc-js"
-import type { Metric } from "effect"
-import { Cause, Clock, Context, Duration, Effect, Exit, Fiber, Layer, Result, Schema, Scope, Stream } from "effect"
-import type {
-  AffiliateDeleteRequest as ProtoAffiliateDeleteRequest,
-  AffiliateDeleteResponse as ProtoAffiliateDeleteResponse,
-  AffiliateUpdateRequest as ProtoAffiliateUpdateRequest,
-  AffiliateUpdateResponse as ProtoAffiliateUpdateResponse,
-  HelloRequest as ProtoHelloRequest,
-  ListRequest as ProtoListRequest,
-  WatchRequest as ProtoWatchRequest
-} from "../../gen/discovery/server/cluster_pb.ts"
-import { AffiliateDeleteResponseSchema, AffiliateUpdateResponseSchema } from "../../gen/discovery/server/cluster_pb.ts"
-import { Limits } from "../../core/server/limits.ts"
-import type { ClusterRequest, WatchDelta, WatchEvent } from "../../ports/ClusterApi.ts"
+import { Clock, Context, Duration, Effect, Exit, Fiber, Layer, Schema, Scope } from "effect"
 import { ClusterApi } from "../../ports/ClusterApi.ts"
-import type { DiscoveryError, SubscriptionLost } from "../../ports/DiscoveryError.ts"
+import type { DiscoveryError } from "../../ports/DiscoveryError.ts"
 import { shuttingDownMessage, Unavailable } from "../../ports/DiscoveryError.ts"
 import type { TrustOptions } from "./clientAddress.ts"
-import { callClientAddress, formatIp, limiterKey } from "./clientAddress.ts"
-import { ClusterService, serviceName } from "./ClusterService.ts"
+import { callClientAddress } from "./clientAddress.ts"
+import type { AnyUnaryRpc, RpcInfo, UnaryRpc } from "./ClusterService.ts"
+import { ClusterRpcs, ClusterService, serviceName } from "./ClusterService.ts"
 import type { DecodedRequest } from "./codec.ts"
-import {
-  affiliateDeleteRequestFromProto,
-  affiliateUpdateRequestFromProto,
-  clusterRequestFromProto,
-  encodeDelta,
-  encodeSnapshot,
-  helloRequestFromProto,
-  helloResponseToProto,
-  listResponseToProto
-} from "./codec.ts"
 import type { FailureLogOptions } from "./failureLog.ts"
 import * as FailureLog from "./failureLog.ts"
 import * as Health from "./health.ts"
 import type { FallbackListener, Http2ServerOptions } from "./http2/Http2Server.ts"
 import { Http2Server } from "./http2/Http2Server.ts"
-import type { MethodMetrics } from "./metrics.ts"
-import { clusterMetrics, goCodeNames, helloRequests, parseVersion, seed } from "./metrics.ts"
+import type { Call } from "./interceptors.ts"
+import { intercept, serverChain } from "./interceptors.ts"
+import { seed } from "./metrics.ts"
+import * as MetricsInterceptor from "./metricsInterceptor.ts"
 import type { RateLimitOptions } from "./rateLimit.ts"
 import * as RateLimit from "./rateLimit.ts"
 import * as Reflection from "./reflection.ts"
-import type { GrpcStatus } from "./status.ts"
+import * as RequestLog from "./requestLog.ts"
 import { fromCause } from "./status.ts"
 import type { KeyPairSource, TlsOptions } from "./tls.ts"
 import * as Tls from "./tls.ts"
 import { TlsError } from "./tls.ts"
-import type { WritableCall } from "./watchSink.ts"
-import { CallSink, FanOut } from "./watchSink.ts"
+import type { WatchCall } from "./watchCall.ts"
+import { WatchSender, watchReply } from "./watchCall.ts"
 
 export { TlsError } from "./tls.ts"
 
@@ -261,49 +240,9 @@ export class GrpcServer extends Context.Service<
   }
 >()("talos-discovery/grpc/GrpcServer") {}
 
-/** What the handlers use of a call, on either transport. */
-interface Call {
-  readonly cancelled: boolean
-  readonly metadata: grpc.Metadata
-  getPeer(): string
-  getDeadline(): grpc.Deadline
-  on(event: "cancelled", listener: () => void): unknown
-}
-
 interface UnaryCall<Request> extends Call {
   readonly request: Request
 }
-
-interface WatchCall extends Call, WritableCall {
-  readonly request: DecodedRequest<ProtoWatchRequest>
-  end(): unknown
-  emit(event: "error", status: GrpcStatus): unknown
-  on(event: "cancelled" | "drain" | "close", listener: () => void): unknown
-  off(event: "drain" | "close", listener: () => void): unknown
-}
-
-const awaitDrain = (call: WatchCall): Effect.Effect<void> =>
-  Effect.callback<void>((resume) => {
-    if (call.destroyed) {
-      resume(Effect.interrupt)
-      return
-    }
-    const cleanup = () => {
-      call.off("drain", onDrain)
-      call.off("close", onClose)
-    }
-    const onDrain = () => {
-      cleanup()
-      resume(Effect.void)
-    }
-    const onClose = () => {
-      cleanup()
-      resume(Effect.interrupt)
-    }
-    call.on("drain", onDrain)
-    call.on("close", onClose)
-    return Effect.sync(cleanup)
-  })
 
 const unaryReply =
   <A, M>(callback: grpc.sendUnaryData<M>, encode: (value: A) => M) =>
@@ -312,102 +251,18 @@ const unaryReply =
     else callback(fromCause(exit.cause))
   }
 
-const watchReply =
-  (call: WatchCall) =>
-  (exit: Exit.Exit<void, DiscoveryError>): void => {
-    if (call.destroyed || call.writableEnded) return
-    if (Exit.isSuccess(exit)) call.end()
-    else call.emit("error", fromCause(exit.cause))
-  }
-
-const updateResponse: ProtoAffiliateUpdateResponse = create(AffiliateUpdateResponseSchema)
-const deleteResponse: ProtoAffiliateDeleteResponse = create(AffiliateDeleteResponseSchema)
-
-const ok: GrpcStatus = { code: grpc.status.OK, details: "" }
-const cancelled: GrpcStatus = { code: grpc.status.CANCELLED, details: "call cancelled by the client" }
-
-/**
- * The status a call ended with as the log and the metrics report it: a
- * client's cancel is OK for a Watch (that is how a watch ends) and CANCELLED
- * for a unary call; an interrupt without one is the server shutting down.
- */
-const statusOf = (exit: Exit.Exit<unknown, DiscoveryError>, call: Call, streaming: boolean): GrpcStatus => {
-  if (Exit.isSuccess(exit)) return ok
-  if (call.cancelled && Cause.hasInterruptsOnly(exit.cause)) return streaming ? ok : cancelled
-  return fromCause(exit.cause)
-}
-
-/** Milliseconds left until the call's deadline (real time), `Infinity` without one. */
-const timeLeft = (call: Call): number => {
-  const deadline = call.getDeadline()
-  const at = deadline instanceof Date ? deadline.getTime() : deadline
-  return at === Number.POSITIVE_INFINITY ? at : at - Date.now()
-}
-
-/** What the chain needs to know about one method. */
-interface Method<Request> {
-  readonly path: string
-  readonly streaming: boolean
-  readonly metrics: MethodMetrics
-  /** The request's fields for the log line: IDs and the client version, never blobs. */
-  readonly fields: (request: Request) => Record<string, string>
-}
-
-/** A request field as logged: at most 256 characters, so a huge invalid ID cannot flood the log. */
-const clip = (value: string): string =>
-  value.length <= 256 ? value : `${value.slice(0, 256)}…(${value.length} characters)`
-
-const clusterFields = (request: { readonly clusterId: string }) => ({ cluster_id: clip(request.clusterId) })
-const affiliateFields = (request: { readonly clusterId: string; readonly affiliateId: string }) => ({
-  cluster_id: clip(request.clusterId),
-  affiliate_id: clip(request.affiliateId)
-})
-
-const methods = {
-  Hello: {
-    path: ClusterService.Hello.path,
-    streaming: false,
-    metrics: clusterMetrics.Hello,
-    fields: (request: ProtoHelloRequest) => ({
-      cluster_id: clip(request.clusterId),
-      client_version: clip(request.clientVersion)
-    })
-  } satisfies Method<ProtoHelloRequest>,
-  AffiliateUpdate: {
-    path: ClusterService.AffiliateUpdate.path,
-    streaming: false,
-    metrics: clusterMetrics.AffiliateUpdate,
-    fields: affiliateFields
-  } satisfies Method<ProtoAffiliateUpdateRequest>,
-  AffiliateDelete: {
-    path: ClusterService.AffiliateDelete.path,
-    streaming: false,
-    metrics: clusterMetrics.AffiliateDelete,
-    fields: affiliateFields
-  } satisfies Method<ProtoAffiliateDeleteRequest>,
-  List: {
-    path: ClusterService.List.path,
-    streaming: false,
-    metrics: clusterMetrics.List,
-    fields: clusterFields
-  } satisfies Method<ProtoListRequest>,
-  Watch: {
-    path: ClusterService.Watch.path,
-    streaming: true,
-    metrics: clusterMetrics.Watch,
-    fields: clusterFields
-  } satisfies Method<ProtoWatchRequest>
-}
-
 /**
  * Mounts the Cluster service on a grpc-js server the caller runs (or any
  * `ServiceHost`), serving the `ClusterApi` of the current context. Handlers
- * run with this context (its logger, clock and metric registry). When the
+ * run with this context (its logger, clock and metric registry). Every call
+ * goes through the chain of `interceptors.ts`: the request log, the rate
+ * limiter, the metrics, then its RPC's handler (`ClusterService.ts`). When the
  * scope closes, every open call ends with UNAVAILABLE (`server is shutting
- * down`) and the service is removed; the server itself is left running. Dies with a RangeError for
- * invalid rate limit or failure log settings. The health and reflection services are not
- * added here (the application may have its own); `Health.register` and
- * `Reflection.register` add them to any server.
+ * down`) and the service is removed; the server itself is left running. Dies
+ * with a RangeError for invalid rate limit or failure log settings. The
+ * health and reflection services are not added here (the application may
+ * have its own); `Health.register` and `Reflection.register` add them to any
+ * server.
  *
  * @category constructors
  * @since 0.1.0
@@ -421,72 +276,38 @@ export const register = (
     const context = Context.omit(Scope.Scope)(yield* Effect.context<never>())
     const runFork = Effect.runForkWith(context)
     const clock = yield* Clock.Clock
-    const budget = options.snapshotBudget ?? defaultSnapshotBudget
     const trust: TrustOptions = { trustXRealIp: options.trustXRealIp, trustXForwardedFor: options.trustXForwardedFor }
-    const limiter = options.rateLimit === false ? undefined : yield* RateLimit.make(options.rateLimit)
     const metered = options.metrics !== false
     const logged = options.requestLog !== false
+    const rpcs = Object.values(ClusterRpcs)
+    if (metered)
+      seed(
+        context,
+        rpcs.map((rpc) => rpc.metrics)
+      )
     const failureLog =
       logged && options.failureLog !== false
         ? yield* FailureLog.make(metered ? options.failureLog : { ...options.failureLog, metrics: false })
         : undefined
-    if (metered) seed(context)
+    const chain = serverChain({
+      requestLog: logged ? RequestLog.interceptor(clock, failureLog) : undefined,
+      rateLimit:
+        options.rateLimit === false ? undefined : RateLimit.interceptor(yield* RateLimit.make(options.rateLimit)),
+      metrics: metered ? MetricsInterceptor.interceptor(context, clock) : undefined
+    })
+    const watchSent = ClusterRpcs.Watch.metrics.sent
+    const watches = new WatchSender(options.snapshotBudget ?? defaultSnapshotBudget, (messages) => {
+      if (metered && messages > 0) watchSent.updateUnsafe(messages, context)
+    })
     const fibers = new Set<Fiber.Fiber<unknown, DiscoveryError>>()
-    const deltas = new WeakMap<WatchEvent, Uint8Array>()
     let open = true
 
-    const count = (metric: Metric.Metric<number, unknown>, value: number) => metric.updateUnsafe(value, context)
-    const secondsSince = (startedAt: bigint): number =>
-      Number(clock.monotonicTimeNanosUnsafe() - startedAt) / 1_000_000_000
-
-    /** The start of the metrics layer of the chain (go-grpc-middleware's prometheus interceptor). */
-    const countStart = (metrics: MethodMetrics): bigint => {
-      count(metrics.started, 1)
-      count(metrics.received, 1)
-      return clock.monotonicTimeNanosUnsafe()
-    }
-
-    /** The end of the metrics layer: what the call sent, its code and how long the handler took. */
-    const countEnd = (method: Method<never>, status: GrpcStatus, startedAt: bigint): void => {
-      const metrics = method.metrics
-      if (!method.streaming) count(metrics.sent, 1)
-      count(metrics.handled[status.code] ?? metrics.handled[grpc.status.UNKNOWN]!, 1)
-      count(metrics.handlingSeconds, secondsSince(startedAt))
-    }
-
-    /** The request log line of a call that ended with `exit`, unless the failure log holds it back. */
-    const logLine = <Request>(
-      method: Method<Request>,
-      decoded: DecodedRequest<Request>,
-      address: Uint8Array | undefined,
-      exit: Exit.Exit<unknown, DiscoveryError>,
-      status: GrpcStatus,
-      startedAt: bigint
-    ): Effect.Effect<void> => {
-      if (failureLog !== undefined && !failureLog.admitUnsafe(status.code, address)) return Effect.void
-      const annotations: Record<string, unknown> = {
-        "peer.address": formatIp(address),
-        code: goCodeNames[status.code] ?? String(status.code),
-        duration: secondsSince(startedAt)
-      }
-      if (Result.isSuccess(decoded)) Object.assign(annotations, method.fields(decoded.success))
-      if (status.code !== grpc.status.OK) annotations.error = status.details
-      const failed = Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)
-      return Effect.annotateLogs(Effect.logWithLevel(failed ? "Error" : "Info")(method.path), annotations)
-    }
-
-    /**
-     * Runs a call through the chain, outermost first: the request log, the
-     * rate limiter, the metrics, the handler. A call the limiter refuses is
-     * logged but not counted. Log and metrics share one exit hook, and without
-     * a limiter the metrics start synchronously, so a call costs few Effect
-     * steps beyond its handler's.
-     */
-    const start = <Request, A>(
-      method: Method<Request>,
+    /** Runs a call's effect through the chain, and replies once it ends. */
+    const start = <Proto, A>(
+      rpc: RpcInfo<Proto>,
       call: Call,
-      decoded: DecodedRequest<Request>,
-      handler: (decoded: DecodedRequest<Request>, address: Uint8Array | undefined) => Effect.Effect<A, DiscoveryError>,
+      decoded: DecodedRequest<Proto>,
+      handler: (message: Proto, address: Uint8Array | undefined) => Effect.Effect<A, DiscoveryError>,
       reply: (exit: Exit.Exit<A, DiscoveryError>) => void
     ): void => {
       if (!open) {
@@ -494,32 +315,8 @@ export const register = (
         return
       }
       const address = callClientAddress(call, trust)
-      const loggedAt = logged ? clock.monotonicTimeNanosUnsafe() : 0n
-      let countedAt: bigint | undefined
-      let effect = handler(decoded, address)
-      if (limiter !== undefined && address !== undefined) {
-        const take = limiter.take(limiterKey(address), timeLeft(call))
-        const handled = effect
-        effect = metered
-          ? Effect.andThen(
-              take,
-              Effect.suspend(() => {
-                countedAt = countStart(method.metrics)
-                return handled
-              })
-            )
-          : Effect.andThen(take, handled)
-      } else if (metered) {
-        countedAt = countStart(method.metrics)
-      }
-      if (metered || logged) {
-        effect = Effect.onExit(effect, (exit) => {
-          const status = statusOf(exit, call, method.streaming)
-          if (countedAt !== undefined) countEnd(method, status, countedAt)
-          return logged ? logLine(method, decoded, address, exit, status, loggedAt) : Effect.void
-        })
-      }
-      const fiber = runFork(effect)
+      const handled = Effect.flatMap(Effect.fromResult(decoded), (message) => handler(message, address))
+      const fiber = runFork(intercept(chain, { rpc, call, decoded, address }, handled))
       // Most calls finish synchronously inside runFork: reply at once, with no
       // bookkeeping for a fiber that can no longer be interrupted.
       const done = fiber.pollUnsafe()
@@ -535,140 +332,29 @@ export const register = (
       call.on("cancelled", () => fiber.interruptUnsafe())
     }
 
-    let lastDelta: WatchDelta | undefined
-    let lastBytes: Uint8Array = new Uint8Array(0)
-    /** A delta's message, encoded once for all watchers (they get it one after another). */
-    const deltaBytes = (delta: WatchDelta): Uint8Array => {
-      if (delta === lastDelta) return lastBytes
-      let bytes = deltas.get(delta)
-      if (bytes === undefined) {
-        bytes = encodeDelta(delta)
-        deltas.set(delta, bytes)
-      }
-      lastDelta = delta
-      lastBytes = bytes
-      return bytes
-    }
-
-    const messagesOf = (event: WatchEvent): ReadonlyArray<Uint8Array> =>
-      event._tag === "Snapshot" ? encodeSnapshot(event.affiliates, budget) : [deltaBytes(event)]
-
-    const watchSent = methods.Watch.metrics.sent
-    const countSent = (messages: number): void => {
-      if (metered && messages > 0) count(watchSent, messages)
-    }
-
-    /** A Watch over a `ClusterApi` that only has the Stream form: one fiber pulls and writes. */
-    const send = (call: WatchCall, event: WatchEvent): Effect.Effect<void> =>
-      Effect.suspend(() => {
-        let ready = true
-        const messages = messagesOf(event)
-        for (const bytes of messages) ready = call.write(bytes)
-        countSent(messages.length)
-        return ready ? Effect.void : awaitDrain(call)
-      })
-
-    const fanOut = new FanOut()
-    const subscribe = api.subscribe
-
-    /** A Watch over a `ClusterApi` with the push form: deltas are written by the fan-out, no fiber per delta. */
-    const pushed = (
-      call: WatchCall,
-      request: ClusterRequest,
-      subscribe: NonNullable<typeof api.subscribe>
-    ): Effect.Effect<void, DiscoveryError> =>
-      Effect.scoped(
-        Effect.suspend(() => {
-          const sink = new CallSink(call, fanOut, deltaBytes, countSent, Limits.watchBuffer)
-          return Effect.andThen(
-            Effect.tap(subscribe(request, sink), (snapshot) =>
-              Effect.sync(() => sink.start(encodeSnapshot(snapshot.affiliates, budget)))
-            ),
-            Effect.callback<void, SubscriptionLost | Unavailable>((resume) => {
-              sink.whenEnded((error) => resume(Effect.fail(error)))
-              // A call that ends on its own (a message it could not send) takes its watch with it.
-              const closed = () => resume(Effect.void)
-              call.on("close", closed)
-              return Effect.sync(() => {
-                call.off("close", closed)
-                sink.close()
-              })
-            })
-          )
-        })
-      )
-
-    const countHello = (decoded: DecodedRequest<ProtoHelloRequest>) => {
-      if (metered) {
-        const version = Result.isSuccess(decoded) ? decoded.success.clientVersion : ""
-        count(helloRequests(parseVersion(version)), 1)
-      }
-    }
-
-    /** The request's message, or its decoding failure, passed on to `run`. */
-    const onMessage =
-      <Request, A>(run: (message: Request, address: Uint8Array | undefined) => Effect.Effect<A, DiscoveryError>) =>
-      (decoded: DecodedRequest<Request>, address: Uint8Array | undefined): Effect.Effect<A, DiscoveryError> =>
-        Effect.flatMap(Effect.fromResult(decoded), (message) => run(message, address))
-
-    /** A unary handler: the chain of `start`, then the reply encoded by `encode`. */
     const unary =
-      <Request, A, Response>(
-        method: Method<Request>,
-        handler: (
-          decoded: DecodedRequest<Request>,
-          address: Uint8Array | undefined
-        ) => Effect.Effect<A, DiscoveryError>,
-        encode: (value: A) => Response
-      ) =>
-      (call: UnaryCall<DecodedRequest<Request>>, callback: grpc.sendUnaryData<Response>) =>
-        start(method, call, call.request, handler, unaryReply(callback, encode))
-
-    const hello = onMessage((message: ProtoHelloRequest, address) => api.hello(helloRequestFromProto(message, address)))
-
-    const handlers = {
-      Hello: unary(
-        methods.Hello,
-        (decoded, address) =>
-          Effect.suspend(() => {
-            // Counted before validation, as the original does (§2.4).
-            countHello(decoded)
-            return hello(decoded, address)
-          }),
-        helloResponseToProto
-      ),
-      AffiliateUpdate: unary(
-        methods.AffiliateUpdate,
-        onMessage((message: ProtoAffiliateUpdateRequest) =>
-          api.affiliateUpdate(affiliateUpdateRequestFromProto(message))
-        ),
-        (): ProtoAffiliateUpdateResponse => updateResponse
-      ),
-      AffiliateDelete: unary(
-        methods.AffiliateDelete,
-        onMessage((message: ProtoAffiliateDeleteRequest) =>
-          api.affiliateDelete(affiliateDeleteRequestFromProto(message))
-        ),
-        (): ProtoAffiliateDeleteResponse => deleteResponse
-      ),
-      List: unary(
-        methods.List,
-        onMessage((message: ProtoListRequest) => api.list(clusterRequestFromProto(message))),
-        listResponseToProto
-      ),
-      Watch: (call: WatchCall) =>
+      <Proto, Request, Result, Reply>(rpc: UnaryRpc<Proto, Request, Result, Reply>) =>
+      (call: UnaryCall<DecodedRequest<Proto>>, callback: grpc.sendUnaryData<Reply>) =>
         start(
-          methods.Watch,
+          rpc,
           call,
           call.request,
-          onMessage((message: ProtoWatchRequest) =>
-            subscribe === undefined
-              ? Stream.runForEach(api.watch(clusterRequestFromProto(message)), (event) => send(call, event))
-              : pushed(call, clusterRequestFromProto(message), subscribe)
-          ),
-          watchReply(call)
+          (message, address) => rpc.invoke(api, rpc.toCore(message, address)),
+          unaryReply(callback, rpc.fromCore)
         )
-    }
+
+    const watch = (call: WatchCall) =>
+      start(
+        ClusterRpcs.Watch,
+        call,
+        call.request,
+        (message) => watches.serve(api, call, ClusterRpcs.Watch.toCore(message)),
+        watchReply(call)
+      )
+
+    const handlers = Object.fromEntries(
+      Object.entries(ClusterRpcs).map(([name, rpc]) => [name, rpc.streaming ? watch : unary(rpc as AnyUnaryRpc)])
+    )
 
     yield* Effect.sync(() => server.addService(ClusterService, handlers))
     yield* Effect.addFinalizer(() =>

@@ -15,7 +15,7 @@ import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt"
 import * as grpc from "@grpc/grpc-js"
 import type { Scope } from "effect"
 import { Effect } from "effect"
-import { deserializer, serializer } from "./ClusterService.ts"
+import { deserializer, serializer } from "./serializers.ts"
 import type {
   HealthCheckRequest,
   HealthCheckResponse,

@@ -71,22 +71,19 @@ export const goCodeNames: ReadonlyArray<string> = [
  */
 export const handlingSecondsBuckets: ReadonlyArray<number> = [0.01, 0.1, 0.25, 0.5, 1, 2.5]
 
-const startedTotal = Metric.counter("grpc_server_started_total", {
-  description: "Total number of RPCs started on the server.",
-  incremental: true
-})
-const handledTotal = Metric.counter("grpc_server_handled_total", {
-  description: "Total number of RPCs completed on the server, regardless of success or failure.",
-  incremental: true
-})
-const msgReceivedTotal = Metric.counter("grpc_server_msg_received_total", {
-  description: "Total number of RPC stream messages received on the server.",
-  incremental: true
-})
-const msgSentTotal = Metric.counter("grpc_server_msg_sent_total", {
-  description: "Total number of gRPC stream messages sent by the server.",
-  incremental: true
-})
+/** A counter that only goes up, as Prometheus counters do. */
+const total = (name: string, description: string) => Metric.counter(name, { description, incremental: true })
+
+const startedTotal = total("grpc_server_started_total", "Total number of RPCs started on the server.")
+const handledTotal = total(
+  "grpc_server_handled_total",
+  "Total number of RPCs completed on the server, regardless of success or failure."
+)
+const msgReceivedTotal = total(
+  "grpc_server_msg_received_total",
+  "Total number of RPC stream messages received on the server."
+)
+const msgSentTotal = total("grpc_server_msg_sent_total", "Total number of gRPC stream messages sent by the server.")
 const handlingSeconds = Metric.histogram("grpc_server_handling_seconds", {
   description: "Histogram of response latency (seconds) of gRPC that had been application-level handled by the server.",
   boundaries: handlingSecondsBuckets
@@ -132,24 +129,7 @@ export const methodMetrics = (method: string, type: GrpcType, service: string = 
   }
 }
 
-/**
- * The series of the five methods, by RPC name.
- *
- * @category metrics
- * @since 0.1.0
- */
-export const clusterMetrics = {
-  Hello: methodMetrics(Cluster.method.hello.name, "unary"),
-  AffiliateUpdate: methodMetrics(Cluster.method.affiliateUpdate.name, "unary"),
-  AffiliateDelete: methodMetrics(Cluster.method.affiliateDelete.name, "unary"),
-  List: methodMetrics(Cluster.method.list.name, "unary"),
-  Watch: methodMetrics(Cluster.method.watch.name, "server_stream")
-} as const
-
-const helloRequestsTotal = Metric.counter("discovery_server_hello_requests_total", {
-  description: "Number of hello requests by client version.",
-  incremental: true
-})
+const helloRequestsTotal = total("discovery_server_hello_requests_total", "Number of hello requests by client version.")
 
 /**
  * `discovery_server_log_lines_suppressed_total`: the request log lines of
@@ -160,10 +140,10 @@ const helloRequestsTotal = Metric.counter("discovery_server_hello_requests_total
  * @category metrics
  * @since 0.1.0
  */
-export const logLinesSuppressed = Metric.counter("discovery_server_log_lines_suppressed_total", {
-  description: "Number of request log lines of failed calls not written because of the log rate limit.",
-  incremental: true
-})
+export const logLinesSuppressed = total(
+  "discovery_server_log_lines_suppressed_total",
+  "Number of request log lines of failed calls not written because of the log rate limit."
+)
 
 const helloByVersion = new Map<string, Metric.Counter<number>>()
 
@@ -198,8 +178,8 @@ export const helloRequests = (parsed: string): Metric.Counter<number> => {
  * @category metrics
  * @since 0.1.0
  */
-export const seed = (context: Context.Context<never>): void => {
-  for (const metrics of Object.values(clusterMetrics)) {
+export const seed = (context: Context.Context<never>, methods: Iterable<MethodMetrics>): void => {
+  for (const metrics of methods) {
     metrics.started.valueUnsafe(context)
     metrics.received.valueUnsafe(context)
     metrics.sent.valueUnsafe(context)

@@ -14,6 +14,9 @@ import type { Scope } from "effect"
 import { Duration, Effect } from "effect"
 import { TokenBuckets } from "../../core/TokenBuckets.ts"
 import { ResourceExhausted } from "../../ports/DiscoveryError.ts"
+import { limiterKey } from "./clientAddress.ts"
+import type { Interceptor } from "./interceptors.ts"
+import { timeLeft } from "./interceptors.ts"
 
 /**
  * How calls are limited. Every field has the default of the original service
@@ -132,3 +135,19 @@ export const make = (options: RateLimitOptions = {}): Effect.Effect<RateLimiter,
 
     return { take, sweep, size: Effect.sync(() => limiter.size) }
   })
+
+/**
+ * The limiter as an interceptor: a call takes a token of its client's
+ * address (waiting no longer than its deadline) before the rest of the chain
+ * runs; a call whose address is unknown is not limited.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const interceptor = (limiter: RateLimiter): Interceptor => ({
+  name: "rateLimit",
+  around: (context, next) =>
+    context.address === undefined
+      ? next
+      : Effect.andThen(limiter.take(limiterKey(context.address), timeLeft(context.call)), next)
+})

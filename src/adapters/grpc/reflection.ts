@@ -15,7 +15,7 @@ import { FileDescriptorProtoSchema, file_google_protobuf_duration } from "@bufbu
 import * as grpc from "@grpc/grpc-js"
 import type { Scope } from "effect"
 import { Effect } from "effect"
-import { deserializer, serializer } from "./ClusterService.ts"
+import { deserializer, serializer } from "./serializers.ts"
 import { file_discovery_server_cluster } from "../../gen/discovery/server/cluster_pb.ts"
 import type { ServerReflectionRequest, ServerReflectionResponse } from "../../gen/grpc/reflection/v1/reflection_pb.ts"
 import {

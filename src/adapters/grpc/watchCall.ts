@@ -1,0 +1,162 @@
+/**
+ * The send path of a Watch call, in one place: the snapshot encoded into
+ * messages of at most the snapshot budget, each delta encoded once for every
+ * watcher that gets it, and the two ways of sending. A `ClusterApi` with the
+ * push form (`subscribe`) hands deltas to a `CallSink` that the shared
+ * `FanOut` writes, with no fiber per delta; one with only the Stream form
+ * (`watch`) is pulled by one fiber that writes and waits for "drain". Either
+ * way the call follows flow control, so a client that stops reading fills
+ * its core buffer and is cut off instead of growing memory.
+ *
+ * @since 0.1.0
+ */
+import type { Exit } from "effect"
+import { Effect, Stream } from "effect"
+import type { WatchRequest as ProtoWatchRequest } from "../../gen/discovery/server/cluster_pb.ts"
+import { Limits } from "../../core/server/limits.ts"
+import type { ClusterApi, ClusterRequest, WatchDelta, WatchEvent } from "../../ports/ClusterApi.ts"
+import type { DiscoveryError, SubscriptionLost, Unavailable } from "../../ports/DiscoveryError.ts"
+import type { DecodedRequest } from "./codec.ts"
+import { encodeDelta, encodeSnapshot } from "./codec.ts"
+import type { Call } from "./interceptors.ts"
+import type { GrpcStatus } from "./status.ts"
+import { fromCause } from "./status.ts"
+import type { WritableCall } from "./watchSink.ts"
+import { CallSink, FanOut } from "./watchSink.ts"
+
+/**
+ * A Watch call as its handler sees it, on either transport.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface WatchCall extends Call, WritableCall {
+  readonly request: DecodedRequest<ProtoWatchRequest>
+  end(): unknown
+  emit(event: "error", status: GrpcStatus): unknown
+  on(event: "cancelled" | "drain" | "close", listener: () => void): unknown
+  off(event: "drain" | "close", listener: () => void): unknown
+}
+
+/**
+ * Ends a Watch call as its effect ended: OK, or the failure's status.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const watchReply =
+  (call: WatchCall) =>
+  (exit: Exit.Exit<void, DiscoveryError>): void => {
+    if (call.destroyed || call.writableEnded) return
+    if (exit._tag === "Success") call.end()
+    else call.emit("error", fromCause(exit.cause))
+  }
+
+const awaitDrain = (call: WatchCall): Effect.Effect<void> =>
+  Effect.callback<void>((resume) => {
+    if (call.destroyed) {
+      resume(Effect.interrupt)
+      return
+    }
+    const cleanup = () => {
+      call.off("drain", onDrain)
+      call.off("close", onClose)
+    }
+    const onDrain = () => {
+      cleanup()
+      resume(Effect.void)
+    }
+    const onClose = () => {
+      cleanup()
+      resume(Effect.interrupt)
+    }
+    call.on("drain", onDrain)
+    call.on("close", onClose)
+    return Effect.sync(cleanup)
+  })
+
+/**
+ * The Watch calls of one server: they share the fan-out and the encoded
+ * bytes of each delta.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export class WatchSender {
+  private readonly snapshotBudget: number
+  private readonly countSent: (messages: number) => void
+  private readonly fanOut = new FanOut()
+  private readonly deltas = new WeakMap<WatchEvent, Uint8Array>()
+  private lastDelta: WatchDelta | undefined
+  private lastBytes: Uint8Array = new Uint8Array(0)
+
+  /** `countSent` is told how many messages each write sent (the metrics' `grpc_server_msg_sent_total`). */
+  constructor(snapshotBudget: number, countSent: (messages: number) => void) {
+    this.snapshotBudget = snapshotBudget
+    this.countSent = countSent
+  }
+
+  /** A delta's message, encoded once for all watchers (they get it one after another). */
+  readonly encodeDelta = (delta: WatchDelta): Uint8Array => {
+    if (delta === this.lastDelta) return this.lastBytes
+    let bytes = this.deltas.get(delta)
+    if (bytes === undefined) {
+      bytes = encodeDelta(delta)
+      this.deltas.set(delta, bytes)
+    }
+    this.lastDelta = delta
+    this.lastBytes = bytes
+    return bytes
+  }
+
+  /** Sends the watch of `request` on `call` until the call, the watch or the scope ends. */
+  serve(api: ClusterApi["Service"], call: WatchCall, request: ClusterRequest): Effect.Effect<void, DiscoveryError> {
+    const subscribe = api.subscribe
+    return subscribe === undefined
+      ? Stream.runForEach(api.watch(request), (event) => this.send(call, event))
+      : this.pushed(call, request, subscribe)
+  }
+
+  private messagesOf(event: WatchEvent): ReadonlyArray<Uint8Array> {
+    return event._tag === "Snapshot" ? encodeSnapshot(event.affiliates, this.snapshotBudget) : [this.encodeDelta(event)]
+  }
+
+  /** The pull form: one fiber writes each event and waits for "drain" when the call pushes back. */
+  private send(call: WatchCall, event: WatchEvent): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      let ready = true
+      const messages = this.messagesOf(event)
+      for (const bytes of messages) ready = call.write(bytes)
+      this.countSent(messages.length)
+      return ready ? Effect.void : awaitDrain(call)
+    })
+  }
+
+  /** The push form: the core hands deltas to a sink that the fan-out writes. */
+  private pushed(
+    call: WatchCall,
+    request: ClusterRequest,
+    subscribe: NonNullable<ClusterApi["Service"]["subscribe"]>
+  ): Effect.Effect<void, DiscoveryError> {
+    return Effect.scoped(
+      Effect.suspend(() => {
+        const sink = new CallSink(call, this.fanOut, this.encodeDelta, this.countSent, Limits.watchBuffer)
+        return Effect.andThen(
+          Effect.tap(subscribe(request, sink), (snapshot) =>
+            Effect.sync(() => sink.start(encodeSnapshot(snapshot.affiliates, this.snapshotBudget)))
+          ),
+          Effect.callback<void, SubscriptionLost | Unavailable>((resume) => {
+            sink.whenEnded((error) => resume(Effect.fail(error)))
+            // A call that ends on its own (a message it could not send) takes its watch with it.
+            const closed = () => resume(Effect.void)
+            call.on("close", closed)
+            return Effect.sync(() => {
+              call.off("close", closed)
+              sink.close()
+            })
+          })
+        )
+      })
+    )
+  }
+}
