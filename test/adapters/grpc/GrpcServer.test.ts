@@ -1,3 +1,4 @@
+import * as http2 from "node:http2"
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf"
 import * as grpc from "@grpc/grpc-js"
 import { assert, describe, it } from "@effect/vitest"
@@ -10,7 +11,8 @@ import { ServerCall } from "../../../src/adapters/grpc/http2/ServerCall.ts"
 import {
   AffiliateUpdateRequestSchema,
   HelloRequestSchema,
-  HelloResponseSchema
+  HelloResponseSchema,
+  WatchRequestSchema
 } from "../../../src/gen/discovery/server/cluster_pb.ts"
 import { ClusterState } from "../../../src/core/server/ClusterState.ts"
 import type { WatchEvent } from "../../../src/ports/ClusterApi.ts"
@@ -295,6 +297,68 @@ for (const transport of transports) {
           }).pipe(Effect.provide(serverLayer()))
       )
     } else {
+      it.live("keeps a client that pings after each DATA frame it reads, as grpc-go's flow control does", () =>
+        Effect.gen(function* () {
+          const core = yield* ClusterApi
+          for (let a = 0; a < 500; a++) {
+            yield* core.affiliateUpdate({
+              clusterId: "big",
+              affiliateId: `n${a}`,
+              data: blob(2000, a % 256),
+              endpoints: [],
+              ttl: Duration.minutes(10)
+            })
+          }
+          const target = yield* endpoint
+          const outcome = yield* Effect.promise(
+            () =>
+              new Promise<{ readonly bytes: number; readonly pings: number; readonly goaway: number | undefined }>(
+                (resolve) => {
+                  const session = http2.connect(`http://${target}`)
+                  session.on("error", () => {})
+                  let outstanding = false
+                  let pings = 0
+                  let bytes = 0
+                  let goaway: number | undefined
+                  const done = () => {
+                    session.destroy()
+                    resolve({ bytes, pings, goaway })
+                  }
+                  session.on("goaway", (code) => {
+                    goaway = code
+                    done()
+                  })
+                  const stream = session.request({
+                    ":method": "POST",
+                    ":path": `${service}/Watch`,
+                    "content-type": "application/grpc",
+                    te: "trailers"
+                  })
+                  stream.on("error", () => {})
+                  stream.on("data", (chunk: Buffer) => {
+                    bytes += chunk.length
+                    if (bytes >= 500 * 2000) done()
+                    else if (!outstanding && !session.destroyed) {
+                      outstanding = true
+                      pings++
+                      session.ping(() => {
+                        outstanding = false
+                      })
+                    }
+                  })
+                  const request = toBinary(WatchRequestSchema, create(WatchRequestSchema, { clusterId: "big" }))
+                  const framed = Buffer.alloc(5 + request.length)
+                  framed.writeUInt32BE(request.length, 1)
+                  framed.set(request, 5)
+                  stream.end(framed)
+                }
+              )
+          )
+          assert.isUndefined(outcome.goaway, `GOAWAY after ${outcome.pings} pings and ${outcome.bytes} bytes`)
+          assert.isAbove(outcome.pings, 3, "the client pinged more than the policy tolerates without data between")
+        }).pipe(Effect.provide(serverLayer()))
+      )
+
       it.live("sends away a client that pings far more often than every 10 s, ending its watch", () =>
         Effect.gen(function* () {
           const api = yield* connect({ keepaliveTime: "100 millis" })

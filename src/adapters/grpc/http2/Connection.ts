@@ -27,9 +27,9 @@ export class Connection {
   openCalls = 0
   /** When a stream last opened or a long call last ended, on `performance.now()`. */
   lastActiveAt: number
-  /** The server sent headers or data since the client's last ping, so the next ping strikes nothing. */
-  wrote = false
-  /** Pings that came sooner than the policy allows, since the server last wrote. */
+  /** Bytes the server had sent on the connection at the client's last ping. */
+  bytesAtLastPing = 0
+  /** Pings that came sooner than the policy allows, since the server last sent data. */
   pingStrikes = 0
   /** When the client last pinged, on `performance.now()`. */
   lastPingAt = Number.NEGATIVE_INFINITY

@@ -189,7 +189,8 @@ export class ConnectionGuard {
     const connection = connectionOf(session)
     const policy = this.limits.keepalive
     if (connection === undefined || policy === false || session.destroyed) return
-    if (!recordPing(connection, policy, performance.now())) return
+    const socket = session.socket as { readonly bytesWritten?: number } | undefined
+    if (!recordPing(connection, policy, performance.now(), socket?.bytesWritten ?? 0)) return
     this.#pingViolations++
     session.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM, session.state.lastProcStreamID ?? 0, goawayData)
     session.destroy()

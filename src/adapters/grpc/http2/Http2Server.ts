@@ -424,10 +424,7 @@ export class Http2Server {
     rawHeaders: Array<string>
   ): void => {
     const connection = connectionOf(stream.session)
-    if (connection !== undefined) {
-      connection.lastActiveAt = performance.now()
-      connection.wrote = true
-    }
+    if (connection !== undefined) connection.lastActiveAt = performance.now()
     const contentType = headers["content-type"]
     const verb = headers[":method"]
     const fallback = this.options.fallback

@@ -187,7 +187,7 @@ export abstract class ServerCall extends CallEvents implements MessageSink {
   protected readonly stream: CallStream
   protected readonly method: Method
   protected readonly limits: CallLimits
-  /** The connection the call came on: told when the server writes and while the call stays open. */
+  /** The connection the call came on: told while the call stays open. */
   protected readonly connection: Connection
   private readonly headers: http2.IncomingHttpHeaders
   private readonly peer: string
@@ -427,7 +427,6 @@ export abstract class ServerCall extends CallEvents implements MessageSink {
   /** Writes one framed message after the response headers; false when the stream pushes back. */
   protected writeFrame(framed: Buffer): boolean {
     if (!this.headersSent) this.respond(undefined)
-    this.connection.wrote = true
     return this.stream.write(framed)
   }
 
@@ -437,7 +436,6 @@ export abstract class ServerCall extends CallEvents implements MessageSink {
     this.statusSent = true
     this.clearTimer()
     this.giveBack()
-    this.connection.wrote = true
     if (trailer !== undefined) this.trailersToSend = trailers({ ...ok, metadata: trailer })
     if (!this.headersSent) this.respond(undefined)
     this.stream.end(framed)
@@ -464,7 +462,6 @@ export abstract class ServerCall extends CallEvents implements MessageSink {
     this.statusSent = true
     this.clearTimer()
     this.giveBack()
-    this.connection.wrote = true
     const uploading = !this.stream.readableEnded
     if (this.headersSent) {
       this.trailersToSend = trailers(status)
@@ -483,7 +480,6 @@ export abstract class ServerCall extends CallEvents implements MessageSink {
 
   private respond(metadata: grpc.Metadata | undefined): void {
     this.headersSent = true
-    this.connection.wrote = true
     this.stream.respond(
       metadata === undefined ? responseHeaders : withMetadata(responseHeaders, metadata),
       waitForTrailers

@@ -2,7 +2,11 @@
  * Keepalive enforcement as grpc-go's server does it: a client ping that comes
  * sooner than the minimum interval after the previous one is a strike,
  * unless the server sent headers or data since (a client's flow-control
- * pings follow the server's data); more than `maxStrikes` strikes end the
+ * pings follow the server's data). Like grpc-go, which resets the count when
+ * its writer puts a frame on the wire, what counts is what left: the bytes
+ * the connection sent since the previous ping, beyond what answering a ping
+ * and a SETTINGS frame sends; data a call wrote before a ping but that
+ * left after it still counts. More than `maxStrikes` strikes end the
  * connection with GOAWAY `ENHANCE_YOUR_CALM` and the debug data
  * `too_many_pings`, which grpc-go clients read as "double your keepalive
  * time". Unlike grpc-go, pings on a connection with no open stream follow the
@@ -45,17 +49,36 @@ export const defaultKeepalivePolicy: KeepalivePolicy = { minTimeMillis: 10_000, 
 export const tooManyPings = "too_many_pings"
 
 /**
- * Counts a ping of `connection` received at `now` (milliseconds, monotonic);
- * true when it is one strike too many and the connection must end.
+ * Bytes a connection may send between two pings without that counting as
+ * data: the acknowledgement of the ping (17) and of a SETTINGS frame (9).
+ * Anything a call sends is more (a reply is at least a HEADERS and a DATA
+ * frame of 9-byte headers each); WINDOW_UPDATE frames go out only once half
+ * a window (32 KiB) of the client's data was read.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const controlBytesAllowance = 26
+
+/**
+ * Counts a ping of `connection` received at `now` (milliseconds, monotonic),
+ * when the connection had sent `bytesWritten` bytes in all; true when it is
+ * one strike too many and the connection must end.
  *
  * @category constructors
  * @since 0.1.0
  */
-export const recordPing = (connection: Connection, policy: KeepalivePolicy, now: number): boolean => {
+export const recordPing = (
+  connection: Connection,
+  policy: KeepalivePolicy,
+  now: number,
+  bytesWritten: number
+): boolean => {
   const last = connection.lastPingAt
+  const sent = bytesWritten - connection.bytesAtLastPing
   connection.lastPingAt = now
-  if (connection.wrote) {
-    connection.wrote = false
+  connection.bytesAtLastPing = bytesWritten
+  if (sent > controlBytesAllowance) {
     connection.pingStrikes = 0
     return false
   }

@@ -6,11 +6,16 @@ import { protocolOf } from "../../../../src/adapters/grpc/http2/protocolSniffer.
 const policy = { minTimeMillis: 10_000, maxStrikes: 2 }
 
 /** Feeds pings at `instants` (ms) to a fresh connection; gives the verdict of each. */
-const verdicts = (instants: ReadonlyArray<number>, wroteBefore: ReadonlySet<number> = new Set()) => {
+/**
+ * Feeds pings at `instants` (ms) to a fresh connection that sends `sentBefore.get(i)` bytes (17, a ping's
+ * acknowledgement, by default) before ping `i`; gives the verdict of each.
+ */
+const verdicts = (instants: ReadonlyArray<number>, sentBefore: ReadonlyMap<number, number> = new Map()) => {
   const connection = new Connection("1.2.3.4", 0)
+  let bytes = 0
   return instants.map((now, i) => {
-    if (wroteBefore.has(i)) connection.wrote = true
-    return recordPing(connection, policy, now)
+    bytes += sentBefore.get(i) ?? 17
+    return recordPing(connection, policy, now, bytes)
   })
 }
 
@@ -24,9 +29,22 @@ describe("keepalive policy", () => {
     assert.deepStrictEqual(verdicts([0, 9_999, 19_998, 29_997]), [false, false, false, true])
   })
 
-  it("keeps counting strikes across a well-spaced ping, and starts afresh after the server wrote", () => {
+  it("keeps counting strikes across a well-spaced ping, and starts afresh after the server sent data", () => {
     assert.deepStrictEqual(verdicts([0, 1000, 20_000, 21_000, 22_000]), [false, false, false, false, true])
-    assert.deepStrictEqual(verdicts([0, 1, 2, 3, 4, 5], new Set([2, 4])), [false, false, false, false, false, false])
+    const data = new Map([
+      [2, 200],
+      [4, 44]
+    ])
+    assert.deepStrictEqual(verdicts([0, 1, 2, 3, 4, 5], data), [false, false, false, false, false, false])
+  })
+
+  it("does not count the acknowledgements of a ping and a SETTINGS frame as data", () => {
+    const control = new Map([
+      [1, 17 + 9],
+      [2, 26],
+      [3, 17]
+    ])
+    assert.deepStrictEqual(verdicts([0, 1, 2, 3], control), [false, false, false, true])
   })
 })
 
