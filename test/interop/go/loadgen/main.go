@@ -10,6 +10,8 @@
 //	watch   one cluster, -channels × -streams watchers; latency to the last watcher and sustained deliveries/s
 //	load    fills -clusters × -affiliates × -endpoints through AffiliateUpdate
 //	ready   polls Hello until it succeeds and prints the instant (Unix ns)
+//	soak    -channels × -streams watchers over -clusters clusters and a writer at -rate for -duration;
+//	        one JSON line per -report interval, then the result (see runSoak)
 //
 // Every call carries an `x-real-ip` header taken round-robin from a pool of
 // addresses of the IPv6 documentation prefix 2001:db8::/32 (a label only: no
@@ -66,6 +68,9 @@ type options struct {
 	concurrency int
 	timeout     time.Duration
 	rate        float64
+	writers     int
+	report      time.Duration
+	drain       time.Duration
 }
 
 type cpuSample struct {
@@ -77,7 +82,7 @@ type cpuSample struct {
 
 func main() {
 	if len(os.Args) < 2 {
-		fail(errors.New("usage: loadgen update|hello|watch|load|ready [flags]"))
+		fail(errors.New("usage: loadgen update|hello|watch|load|ready|soak [flags]"))
 	}
 
 	mode := os.Args[1]
@@ -93,16 +98,19 @@ func main() {
 	fs.StringVar(&o.prefix, "prefix", "bench", "cluster ID prefix (unique per run)")
 	fs.IntVar(&o.serverPID, "server-pid", 0, "server process whose CPU time is reported")
 	fs.IntVar(&o.maxCalls, "max-calls", 5_000_000, "most calls per caller")
-	fs.IntVar(&o.channels, "channels", 10, "watch: connections")
-	fs.IntVar(&o.streams, "streams", 100, "watch: streams per connection")
+	fs.IntVar(&o.channels, "channels", 10, "watch, soak: connections")
+	fs.IntVar(&o.streams, "streams", 100, "watch, soak: streams per connection")
 	fs.IntVar(&o.latencyN, "latency-updates", 200, "watch: updates timed one at a time")
 	fs.IntVar(&o.window, "window", 16, "watch: updates in flight in the sustained phase (below the buffer of 32)")
-	fs.IntVar(&o.clusters, "clusters", 1000, "load: clusters")
-	fs.IntVar(&o.affiliates, "affiliates", 5, "load: affiliates per cluster")
+	fs.IntVar(&o.clusters, "clusters", 1000, "load, soak: clusters")
+	fs.IntVar(&o.affiliates, "affiliates", 5, "load, soak: affiliates per cluster")
 	fs.IntVar(&o.endpoints, "endpoints", 2, "load: endpoints per affiliate")
 	fs.IntVar(&o.concurrency, "concurrency", 64, "load: concurrent callers")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "upper bound on the whole mode")
-	fs.Float64Var(&o.rate, "rate", 0, "update, hello: total calls per second, paced evenly over the callers (0: as fast as they go)")
+	fs.Float64Var(&o.rate, "rate", 0, "update, hello: total calls per second, paced evenly over the callers (0: as fast as they go); soak: updates per second")
+	fs.IntVar(&o.writers, "writers", 8, "soak: concurrent writers (each cluster has one, so its updates are in order)")
+	fs.DurationVar(&o.report, "report", 5*time.Second, "soak: interval between progress lines")
+	fs.DurationVar(&o.drain, "drain", 30*time.Second, "soak: longest wait for the deliveries in flight once the writer stops")
 
 	if err := fs.Parse(os.Args[2:]); err != nil {
 		fail(err)
@@ -122,6 +130,8 @@ func main() {
 		result, err = runLoad(o)
 	case "ready":
 		result, err = runReady(o)
+	case "soak":
+		result, err = runSoak(o)
 	default:
 		err = fmt.Errorf("unknown mode %q", mode)
 	}
@@ -940,4 +950,619 @@ func runReady(o options) (readyResult, error) {
 	}
 
 	return readyResult{}, errors.New("server not ready in time")
+}
+
+// soakUpdateAttempts bounds the tries of one soak update; a retry sends the
+// same bytes, which the server takes as no change if the first try landed.
+const soakUpdateAttempts = 5
+
+// soakWatchAttempts bounds the Watch calls of one soak watcher (the first and its reconnects).
+const soakWatchAttempts = 1000
+
+// soakLatencySamples bounds the delivery latencies held for one progress line.
+const soakLatencySamples = 2_000_000
+
+type soakReady struct {
+	Type         string  `json:"type"`
+	Watchers     int     `json:"watchers"`
+	SetupSeconds float64 `json:"setupSeconds"`
+}
+
+// soakInterval is the progress line printed every -report; counts without
+// "Total" are those of the interval, the others are since the writer started.
+type soakInterval struct {
+	Type                string  `json:"type"`
+	Phase               string  `json:"phase"`
+	Seconds             float64 `json:"seconds"`
+	Updates             int64   `json:"updates"`
+	UpdatesTotal        int64   `json:"updatesTotal"`
+	Deliveries          int64   `json:"deliveries"`
+	DeliveriesTotal     int64   `json:"deliveriesTotal"`
+	ExpectedTotal       int64   `json:"expectedTotal"`
+	InFlight            int64   `json:"inFlight"`
+	Latency             latency `json:"latency"`
+	OpenWatchers        int64   `json:"openWatchers"`
+	WatchErrors         int64   `json:"watchErrors"`
+	Reconnects          int64   `json:"reconnects"`
+	OutOfOrder          int64   `json:"outOfOrder"`
+	Gaps                int64   `json:"gaps"`
+	Unexpected          int64   `json:"unexpected"`
+	WriterErrors        int64   `json:"writerErrors"`
+	ServerCPUSeconds    float64 `json:"serverCpuSeconds"`
+	GeneratorCPUSeconds float64 `json:"generatorCpuSeconds"`
+	// MachineCPUSeconds is the busy time of the whole machine, all processes, since boot.
+	MachineCPUSeconds float64 `json:"machineCpuSeconds"`
+}
+
+type soakShortfall struct {
+	Cluster  string `json:"cluster"`
+	Watchers int64  `json:"watchers"`
+	Updates  int64  `json:"updates"`
+	Expected int64  `json:"expected"`
+	Received int64  `json:"received"`
+}
+
+type soakResult struct {
+	Type             string          `json:"type"`
+	Watchers         int             `json:"watchers"`
+	Clusters         int             `json:"clusters"`
+	Connections      int             `json:"connections"`
+	Affiliates       int             `json:"affiliatesPerCluster"`
+	SetupSeconds     float64         `json:"setupSeconds"`
+	WriterSeconds    float64         `json:"writerSeconds"`
+	Updates          int64           `json:"updates"`
+	UpdatesPerSecond float64         `json:"updatesPerSecond"`
+	Deliveries       int64           `json:"deliveries"`
+	Expected         int64           `json:"expected"`
+	Missing          int64           `json:"missing"`
+	Surplus          int64           `json:"surplus"`
+	Shortfalls       []soakShortfall `json:"shortfalls,omitempty"`
+	Drained          bool            `json:"drained"`
+	DrainSeconds     float64         `json:"drainSeconds"`
+	OutOfOrder       int64           `json:"outOfOrder"`
+	Gaps             int64           `json:"gaps"`
+	Unexpected       int64           `json:"unexpected"`
+	WatchErrors      int64           `json:"watchErrors"`
+	FirstWatchError  string          `json:"firstWatchError,omitempty"`
+	Reconnects       int64           `json:"reconnects"`
+	WriterErrors     int64           `json:"writerErrors"`
+	WriterFailed     int64           `json:"writerFailed"`
+	FirstWriterError string          `json:"firstWriterError,omitempty"`
+	MaxLatencyMs     float64         `json:"maxLatencyMs"`
+	CPU              cpuShare        `json:"cpu"`
+}
+
+// soakState is what the watchers, the writers and the reporter of one soak share.
+type soakState struct {
+	o          options
+	ids        []string
+	watchersOf []int64
+	acked      []atomic.Int64
+	received   []atomic.Int64
+	filler     []byte
+	ctxs       []context.Context
+	ipNext     atomic.Uint64
+	epoch      time.Time
+	phase      atomic.Pointer[string]
+	outMu      sync.Mutex
+
+	updates, deliveries, open, readied       atomic.Int64
+	reconnects, outOfOrder, gaps, unexpected atomic.Int64
+	writerFailed, maxLatency                 atomic.Int64
+	watchErrs, writerErrs                    errorLog
+	latMu                                    sync.Mutex
+	lat                                      []time.Duration
+}
+
+// runSoak is the soak: every cluster gets -affiliates affiliates (sequence 0),
+// then -channels × -streams watchers open, watcher i on cluster i mod -clusters
+// over connection i / -streams, each with its own x-real-ip label. Once every
+// watcher has its snapshot, a writer sends -rate AffiliateUpdates per second
+// for -duration, cluster after cluster, each cluster's updates one at a time
+// and numbered 1, 2, 3, … in the first 8 bytes of the data (the send time in
+// the next 8), so each watcher checks it sees its cluster's numbers in order
+// with none missing. A failed watch is counted and reopened. After the writer
+// stops, the soak waits up to -drain for the deliveries in flight; every
+// update acknowledged must have reached every watcher of its cluster.
+func runSoak(o options) (soakResult, error) {
+	if o.rate <= 0 || o.clusters <= 0 || o.affiliates <= 0 || o.channels <= 0 || o.streams <= 0 || o.writers <= 0 || o.report <= 0 {
+		return soakResult{}, errors.New("soak needs positive -rate, -clusters, -affiliates, -channels, -streams, -writers, -report")
+	}
+
+	total := o.channels * o.streams
+
+	conns, err := dialAll(o.addr, o.channels+1)
+	if err != nil {
+		return soakResult{}, err
+	}
+	defer closeAll(conns)
+
+	runCtx, cancel := context.WithTimeout(context.Background(), o.duration+o.timeout)
+	defer cancel()
+
+	s := &soakState{
+		o:          o,
+		ids:        make([]string, o.clusters),
+		watchersOf: make([]int64, o.clusters),
+		acked:      make([]atomic.Int64, o.clusters),
+		received:   make([]atomic.Int64, o.clusters),
+		filler:     make([]byte, max(o.dataSize, 16)),
+		ctxs:       contexts(runCtx),
+	}
+
+	for c := range s.ids {
+		s.ids[c] = fmt.Sprintf("%s-%04d", o.prefix, c)
+	}
+
+	for i := range s.filler {
+		s.filler[i] = byte(rand.IntN(256))
+	}
+
+	for i := range total {
+		s.watchersOf[i%o.clusters]++
+	}
+
+	writer := pb.NewClusterClient(conns[o.channels])
+
+	if err = s.populate(runCtx, writer); err != nil {
+		return soakResult{}, fmt.Errorf("populate: %w", err)
+	}
+
+	setupStart := time.Now()
+
+	streamCtx, cancelStreams := context.WithCancel(runCtx)
+	defer cancelStreams()
+
+	var ready, done sync.WaitGroup
+
+	ready.Add(total)
+
+	for i := range total {
+		done.Add(1)
+
+		go func() {
+			defer done.Done()
+
+			s.watch(streamCtx, pb.NewClusterClient(conns[i/o.streams]), i, &ready)
+		}()
+	}
+
+	waitGroup(&ready, o.timeout)
+
+	if n := s.readied.Load(); n < int64(total) {
+		return soakResult{}, fmt.Errorf("%d of %d watchers got their snapshot in %s (errors: %d, first: %s)",
+			n, total, o.timeout, s.watchErrs.count.Load(), s.watchErrs.firstText())
+	}
+
+	setup := time.Since(setupStart)
+	s.emit(soakReady{Type: "ready", Watchers: total, SetupSeconds: setup.Seconds()})
+
+	writing := "write"
+	s.phase.Store(&writing)
+	s.epoch = time.Now()
+
+	stopReports := make(chan struct{})
+	reportsDone := make(chan struct{})
+
+	go s.reporter(stopReports, reportsDone)
+
+	from := sample(o.serverPID)
+
+	s.write(runCtx, writer)
+
+	writerSeconds := time.Since(s.epoch).Seconds()
+	cpu := share(from, sample(o.serverPID))
+
+	draining := "drain"
+	s.phase.Store(&draining)
+
+	drainStart := time.Now()
+	for s.shortfall() > 0 && time.Since(drainStart) < o.drain && runCtx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	drainSeconds := time.Since(drainStart).Seconds()
+
+	close(stopReports)
+	<-reportsDone
+	cancelStreams()
+	waitGroup(&done, 10*time.Second)
+
+	result := soakResult{
+		Type:             "result",
+		Watchers:         total,
+		Clusters:         o.clusters,
+		Connections:      o.channels,
+		Affiliates:       o.affiliates,
+		SetupSeconds:     setup.Seconds(),
+		WriterSeconds:    writerSeconds,
+		Updates:          s.updates.Load(),
+		UpdatesPerSecond: float64(s.updates.Load()) / writerSeconds,
+		Deliveries:       s.deliveries.Load(),
+		Expected:         s.expected(),
+		DrainSeconds:     drainSeconds,
+		OutOfOrder:       s.outOfOrder.Load(),
+		Gaps:             s.gaps.Load(),
+		Unexpected:       s.unexpected.Load(),
+		WatchErrors:      s.watchErrs.count.Load(),
+		FirstWatchError:  s.watchErrs.firstText(),
+		Reconnects:       s.reconnects.Load(),
+		WriterErrors:     s.writerErrs.count.Load(),
+		WriterFailed:     s.writerFailed.Load(),
+		FirstWriterError: s.writerErrs.firstText(),
+		MaxLatencyMs:     float64(s.maxLatency.Load()) / 1e6,
+		CPU:              cpu,
+	}
+
+	for c := range s.ids {
+		updates := s.acked[c].Load()
+		expected := updates * s.watchersOf[c]
+		received := s.received[c].Load()
+
+		switch {
+		case received < expected:
+			result.Missing += expected - received
+
+			if len(result.Shortfalls) < 20 {
+				result.Shortfalls = append(result.Shortfalls, soakShortfall{
+					Cluster: s.ids[c], Watchers: s.watchersOf[c], Updates: updates, Expected: expected, Received: received,
+				})
+			}
+		case received > expected:
+			result.Surplus += received - expected
+		}
+	}
+
+	result.Drained = result.Missing == 0
+
+	return result, nil
+}
+
+// emit prints one JSON line.
+func (s *soakState) emit(v any) {
+	out, _ := json.Marshal(v)
+
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+
+	fmt.Println(string(out))
+}
+
+func (s *soakState) expected() int64 {
+	var n int64
+	for c := range s.ids {
+		n += s.acked[c].Load() * s.watchersOf[c]
+	}
+
+	return n
+}
+
+// shortfall is the deliveries still owed, cluster by cluster.
+func (s *soakState) shortfall() int64 {
+	var n int64
+	for c := range s.ids {
+		n += max(0, s.acked[c].Load()*s.watchersOf[c]-s.received[c].Load())
+	}
+
+	return n
+}
+
+func (s *soakState) affiliate(a int) string {
+	return fmt.Sprintf("node-%d", a)
+}
+
+// update stores sequence seq as affiliate a of cluster c, retrying the same bytes.
+func (s *soakState) update(ctx context.Context, client pb.ClusterClient, c, a int, seq uint64) error {
+	data := make([]byte, len(s.filler))
+	copy(data, s.filler)
+	binary.BigEndian.PutUint64(data, seq)
+	binary.BigEndian.PutUint64(data[8:], uint64(time.Now().UnixNano()))
+
+	request := &pb.AffiliateUpdateRequest{
+		ClusterId:     s.ids[c],
+		AffiliateId:   s.affiliate(a),
+		AffiliateData: data,
+		AffiliateEndpoints: [][]byte{
+			endpointBlob(fmt.Sprintf("soak-%d-%d-a", c, a)),
+			endpointBlob(fmt.Sprintf("soak-%d-%d-b", c, a)),
+		},
+		Ttl: durationpb.New(30 * time.Minute),
+	}
+
+	var err error
+
+	for attempt := range soakUpdateAttempts {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+
+		callCtx, cancel := context.WithTimeout(s.ctxs[s.ipNext.Add(1)%ipPoolSize], 10*time.Second)
+		_, err = client.AffiliateUpdate(callCtx, request, grpc.WaitForReady(true))
+
+		cancel()
+
+		if err == nil {
+			return nil
+		}
+
+		s.writerErrs.add(err)
+	}
+
+	return err
+}
+
+// populate stores every affiliate of every cluster with sequence 0.
+func (s *soakState) populate(ctx context.Context, client pb.ClusterClient) error {
+	var (
+		next atomic.Int64
+		errs errorLog
+		wg   sync.WaitGroup
+	)
+
+	count := int64(len(s.ids) * s.o.affiliates)
+
+	for range s.o.writers {
+		wg.Add(1)
+
+		go func() {
+			defer wg.Done()
+
+			for i := next.Add(1) - 1; i < count && ctx.Err() == nil; i = next.Add(1) - 1 {
+				if err := s.update(ctx, client, int(i)/s.o.affiliates, int(i)%s.o.affiliates, 0); err != nil {
+					errs.add(err)
+				}
+			}
+		}()
+	}
+
+	wg.Wait()
+
+	if errs.count.Load() > 0 {
+		return errors.New(errs.firstText())
+	}
+
+	return ctx.Err()
+}
+
+// write paces the updates at -rate for -duration: update k goes to cluster
+// k mod -clusters, through the one writer that owns that cluster.
+func (s *soakState) write(ctx context.Context, client pb.ClusterClient) {
+	jobs := make([]chan int, s.o.writers)
+
+	var wg sync.WaitGroup
+
+	for w := range jobs {
+		jobs[w] = make(chan int, 1024)
+
+		wg.Add(1)
+
+		go func() {
+			defer wg.Done()
+
+			seqs := map[int]uint64{}
+
+			for c := range jobs[w] {
+				seqs[c]++
+				seq := seqs[c]
+
+				if err := s.update(ctx, client, c, int(seq%uint64(s.o.affiliates)), seq); err != nil {
+					s.writerFailed.Add(1)
+
+					continue
+				}
+
+				s.acked[c].Add(1)
+				s.updates.Add(1)
+			}
+		}()
+	}
+
+	stopAt := s.epoch.Add(s.o.duration)
+	interval := float64(time.Second) / s.o.rate
+
+dispatch:
+	for k := range s.o.maxCalls {
+		due := s.epoch.Add(time.Duration(float64(k) * interval))
+		if !due.Before(stopAt) {
+			break
+		}
+
+		if wait := time.Until(due); wait > 0 {
+			select {
+			case <-ctx.Done():
+				break dispatch
+			case <-time.After(wait):
+			}
+		}
+
+		c := k % len(s.ids)
+
+		select {
+		case <-ctx.Done():
+			break dispatch
+		case jobs[c%len(jobs)] <- c:
+		}
+	}
+
+	for _, ch := range jobs {
+		close(ch)
+	}
+
+	waitGroup(&wg, 30*time.Second)
+}
+
+// watch runs watcher i until ctx ends, reopening its Watch call when it fails.
+func (s *soakState) watch(ctx context.Context, client pb.ClusterClient, i int, ready *sync.WaitGroup) {
+	c := i % len(s.ids)
+	md := metadata.NewOutgoingContext(ctx, metadata.Pairs("x-real-ip", ipLabel(i)))
+	signalled := false
+	signal := func() {
+		if !signalled {
+			signalled = true
+
+			s.readied.Add(1)
+			ready.Done()
+		}
+	}
+
+	defer func() {
+		if !signalled {
+			ready.Done()
+		}
+	}()
+
+	for attempt := range soakWatchAttempts {
+		if attempt > 0 {
+			s.reconnects.Add(1)
+
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+
+		err := s.follow(md, client, c, signal)
+		if ctx.Err() != nil {
+			return
+		}
+
+		s.watchErrs.add(err)
+	}
+}
+
+// follow runs one Watch call of cluster c until it fails: the snapshot first
+// (its highest sequence is where this call's deliveries start), then one
+// delta per update, each the next sequence.
+func (s *soakState) follow(ctx context.Context, client pb.ClusterClient, c int, ready func()) error {
+	stream, err := client.Watch(ctx, &pb.WatchRequest{ClusterId: s.ids[c]}, grpc.WaitForReady(true))
+	if err != nil {
+		return err
+	}
+
+	msg, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+
+	var last uint64
+
+	for _, a := range msg.Affiliates {
+		if len(a.Data) >= 8 {
+			last = max(last, binary.BigEndian.Uint64(a.Data))
+		}
+	}
+
+	s.open.Add(1)
+	defer s.open.Add(-1)
+
+	ready()
+
+	for {
+		msg, err = stream.Recv()
+		if err != nil {
+			return err
+		}
+
+		if msg.Deleted || len(msg.Affiliates) != 1 || len(msg.Affiliates[0].Data) < 16 {
+			s.unexpected.Add(1)
+
+			continue
+		}
+
+		data := msg.Affiliates[0].Data
+		seq := binary.BigEndian.Uint64(data)
+		sent := int64(binary.BigEndian.Uint64(data[8:]))
+
+		s.received[c].Add(1)
+		s.deliveries.Add(1)
+		s.observe(time.Duration(time.Now().UnixNano() - sent))
+
+		switch {
+		case seq == last+1:
+		case seq > last+1:
+			s.gaps.Add(int64(seq - last - 1))
+		default:
+			s.outOfOrder.Add(1)
+		}
+
+		last = max(last, seq)
+	}
+}
+
+func (s *soakState) observe(d time.Duration) {
+	s.latMu.Lock()
+	if len(s.lat) < soakLatencySamples {
+		s.lat = append(s.lat, d)
+	}
+	s.latMu.Unlock()
+
+	for {
+		top := s.maxLatency.Load()
+		if int64(d) <= top || s.maxLatency.CompareAndSwap(top, int64(d)) {
+			return
+		}
+	}
+}
+
+// reporter prints a progress line every -report, and a last one when stop closes.
+func (s *soakState) reporter(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+
+	ticker := time.NewTicker(s.o.report)
+	defer ticker.Stop()
+
+	var lastUpdates, lastDeliveries int64
+
+	for {
+		final := false
+
+		select {
+		case <-ticker.C:
+		case <-stop:
+			final = true
+		}
+
+		deliveries := s.deliveries.Load()
+		updates := s.updates.Load()
+		expected := s.expected()
+
+		s.latMu.Lock()
+		samples := s.lat
+		s.lat = make([]time.Duration, 0, cap(samples))
+		s.latMu.Unlock()
+
+		s.emit(soakInterval{
+			Type:                "interval",
+			Phase:               *s.phase.Load(),
+			Seconds:             time.Since(s.epoch).Seconds(),
+			Updates:             updates - lastUpdates,
+			UpdatesTotal:        updates,
+			Deliveries:          deliveries - lastDeliveries,
+			DeliveriesTotal:     deliveries,
+			ExpectedTotal:       expected,
+			InFlight:            expected - deliveries,
+			Latency:             percentiles(samples),
+			OpenWatchers:        s.open.Load(),
+			WatchErrors:         s.watchErrs.count.Load(),
+			Reconnects:          s.reconnects.Load(),
+			OutOfOrder:          s.outOfOrder.Load(),
+			Gaps:                s.gaps.Load(),
+			Unexpected:          s.unexpected.Load(),
+			WriterErrors:        s.writerErrs.count.Load(),
+			ServerCPUSeconds:    procCPU(s.o.serverPID).Seconds(),
+			GeneratorCPUSeconds: rusage().Seconds(),
+			MachineCPUSeconds:   machineBusy().Seconds(),
+		})
+
+		lastUpdates, lastDeliveries = updates, deliveries
+
+		if final {
+			return
+		}
+	}
 }
