@@ -119,6 +119,12 @@ describe("payload", () => {
     assert.deepStrictEqual(Result.getOrThrow(decodeEndpoint(hex("1801100a"))), { ip: new Uint8Array(0), port: 10 })
   })
 
+  it("skips a group whose end tag carries another field number, as the Go client's UnmarshalVT does", () => {
+    // field 13 start group { field 1 varint } end group of field 14
+    assert.strictEqual(decoded(hex("0a016e" + "6b080174" + "1a0168")).hostname, "h")
+    assert.deepStrictEqual(Result.getOrThrow(decodeEndpoint(hex("6b0801741005"))), { ip: new Uint8Array(0), port: 5 })
+  })
+
   it("merges repeated sub-messages and keeps the last scalar, like Go", () => {
     // kubespan { public_key "a" }, kubespan { additional { bits 1 } }, control_plane twice
     const wire = hex("3a030a0161" + "3a041a021001" + "42020801" + "42020802" + "0a0178" + "0a0179")

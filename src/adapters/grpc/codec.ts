@@ -48,7 +48,7 @@ import type {
   WatchEvent
 } from "../../ports/ClusterApi.ts"
 import { Limits } from "../../core/server/limits.ts"
-import { fieldSize } from "../../core/varint.ts"
+import { fieldSize } from "../../core/wire/wireWriter.ts"
 import { InvalidArgument } from "../../ports/DiscoveryError.ts"
 
 const int64Max = (1n << 63n) - 1n

@@ -9,7 +9,7 @@ import type { DescMessage, MessageShape } from "@bufbuild/protobuf"
 import { fromBinary, toBinary } from "@bufbuild/protobuf"
 import type { HelloResponse } from "../../gen/discovery/server/cluster_pb.ts"
 import { Cluster } from "../../gen/discovery/server/cluster_pb.ts"
-import { fieldSize, putVarint } from "../../core/varint.ts"
+import { fieldSize, putVarint } from "../../core/wire/wireWriter.ts"
 
 /**
  * A view of bytes as a Buffer, without copying.

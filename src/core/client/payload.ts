@@ -4,12 +4,17 @@
  * codec. Encoding is canonical (ascending field order, default scalars left
  * out, present sub-messages always written), which is what the Go client's
  * MarshalVT produces; the interop vectors check it byte for byte. Decoding
- * follows Go's UnmarshalVT: unknown fields are skipped, repeated sub-messages
- * merge, a wrong wire type or a truncated field is an error.
+ * follows Go's UnmarshalVT: unknown fields are skipped (a group's end tag is
+ * not checked against its start), repeated sub-messages merge, a wrong wire
+ * type or a truncated field is an error. Both go through the core's wire
+ * reader and writer.
  *
  * @since 0.1.0
  */
 import { Result } from "effect"
+import { utf8Length } from "../utf8.ts"
+import { Malformed, WireReader, type WireReaderOptions } from "../wire/WireReader.ts"
+import { fieldSize, putHeader, putUtf8, putVarint, varintSize } from "../wire/wireWriter.ts"
 
 /**
  * An address of a node with a port (WireGuard, for KubeSpan): `ip` is binary,
@@ -107,80 +112,74 @@ export interface AffiliateInfoInit {
 export type EndpointInit = Partial<Endpoint>
 
 const empty: Uint8Array = new Uint8Array(0)
-const textEncoder = new TextEncoder()
 // Go does not check UTF-8 in these strings; invalid bytes become U+FFFD here.
 const textDecoder = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true })
 
-const WireVarint = 0
-const Wire64 = 1
-const WireLen = 2
-const WireStartGroup = 3
-const WireEndGroup = 4
-const Wire32 = 5
+/** Bytes of a string field holding `text`, left out when empty. */
+const textSize = (text: string | undefined): number => (text ? fieldSize(utf8Length(text)) : 0)
 
-class Writer {
-  private readonly parts: Array<number | Uint8Array> = []
-  private size = 0
+/** Bytes of a bytes field holding `value`, left out when empty. */
+const bytesSize = (value: Uint8Array | undefined): number =>
+  value !== undefined && value.length > 0 ? fieldSize(value.length) : 0
 
-  varint(value: number): void {
-    // value is a uint32 or a length: at most 5 bytes
-    let v = value >>> 0
-    while (v > 0x7f) {
-      this.parts.push((v & 0x7f) | 0x80)
-      v >>>= 7
-      this.size++
-    }
-    this.parts.push(v)
-    this.size++
-  }
-
-  bytes(field: number, value: Uint8Array): void {
-    this.varint((field << 3) | WireLen)
-    this.varint(value.length)
-    this.parts.push(value)
-    this.size += value.length
-  }
-
-  string(field: number, value: string | undefined): void {
-    if (value !== undefined && value !== "") this.bytes(field, textEncoder.encode(value))
-  }
-
-  optionalBytes(field: number, value: Uint8Array | undefined): void {
-    if (value !== undefined && value.length > 0) this.bytes(field, value)
-  }
-
-  uint32(field: number, value: number | undefined): void {
-    if (value !== undefined && value >>> 0 !== 0) {
-      this.varint((field << 3) | WireVarint)
-      this.varint(value)
-    }
-  }
-
-  finish(): Uint8Array {
-    const out = new Uint8Array(this.size)
-    let offset = 0
-    for (const part of this.parts) {
-      if (typeof part === "number") out[offset++] = part
-      else {
-        out.set(part, offset)
-        offset += part.length
-      }
-    }
-    return out
-  }
+/** Bytes of a uint32 field holding `value`, left out when 0. */
+const uint32Size = (value: number | undefined): number => {
+  const v = (value ?? 0) >>> 0
+  return v === 0 ? 0 : 1 + varintSize(v)
 }
 
-const encodeKubeSpan = (kubespan: NonNullable<AffiliateInfoInit["kubespan"]>): Uint8Array => {
-  const w = new Writer()
-  w.string(1, kubespan.publicKey)
-  w.optionalBytes(2, kubespan.address)
+const putText = (bytes: Uint8Array, pos: number, tag: number, text: string | undefined): number =>
+  text ? putUtf8(bytes, putHeader(bytes, pos, tag, utf8Length(text)), text) : pos
+
+const putBytes = (bytes: Uint8Array, pos: number, tag: number, value: Uint8Array): number => {
+  pos = putHeader(bytes, pos, tag, value.length)
+  bytes.set(value, pos)
+  return pos + value.length
+}
+
+const putUint32 = (bytes: Uint8Array, pos: number, tag: number, value: number | undefined): number => {
+  const v = (value ?? 0) >>> 0
+  if (v === 0) return pos
+  bytes[pos++] = tag
+  return putVarint(bytes, pos, v)
+}
+
+/** Body bytes of an IpPrefix or an Endpoint: both are `bytes ip = 1` and a uint32 field 2 (bits or port). */
+const addressSize = (ip: Uint8Array | undefined, number: number | undefined): number =>
+  bytesSize(ip) + uint32Size(number)
+
+/** Writes the body of an IpPrefix or an Endpoint; returns the position after it. */
+const putAddress = (bytes: Uint8Array, pos: number, ip: Uint8Array | undefined, number: number | undefined): number =>
+  putUint32(bytes, ip !== undefined && ip.length > 0 ? putBytes(bytes, pos, 0x0a, ip) : pos, 0x10, number)
+
+type KubeSpanInit = NonNullable<AffiliateInfoInit["kubespan"]>
+
+const kubeSpanSize = (kubespan: KubeSpanInit): number => {
+  let size = textSize(kubespan.publicKey) + bytesSize(kubespan.address)
+  for (const prefix of kubespan.additionalAddresses ?? []) size += fieldSize(addressSize(prefix.ip, prefix.bits))
+  return size
+}
+
+const affiliateSize = (affiliate: AffiliateInfoInit): number => {
+  let size = textSize(affiliate.nodeId)
+  for (const address of affiliate.addresses ?? []) size += fieldSize(address.length)
+  size += textSize(affiliate.hostname) + textSize(affiliate.nodename)
+  size += textSize(affiliate.machineType) + textSize(affiliate.operatingSystem)
+  if (affiliate.kubespan !== undefined) size += fieldSize(kubeSpanSize(affiliate.kubespan))
+  if (affiliate.controlPlane !== undefined) size += fieldSize(uint32Size(affiliate.controlPlane.apiServerPort))
+  return size
+}
+
+/** Writes the KubeSpan field (7); returns the position after it. */
+const putKubeSpan = (bytes: Uint8Array, pos: number, kubespan: KubeSpanInit): number => {
+  pos = putHeader(bytes, pos, 0x3a, kubeSpanSize(kubespan))
+  pos = putText(bytes, pos, 0x0a, kubespan.publicKey)
+  if (kubespan.address !== undefined && kubespan.address.length > 0) pos = putBytes(bytes, pos, 0x12, kubespan.address)
   for (const prefix of kubespan.additionalAddresses ?? []) {
-    const p = new Writer()
-    p.optionalBytes(1, prefix.ip)
-    p.uint32(2, prefix.bits)
-    w.bytes(3, p.finish())
+    pos = putHeader(bytes, pos, 0x1a, addressSize(prefix.ip, prefix.bits))
+    pos = putAddress(bytes, pos, prefix.ip, prefix.bits)
   }
-  return w.finish()
+  return pos
 }
 
 /**
@@ -190,20 +189,19 @@ const encodeKubeSpan = (kubespan: NonNullable<AffiliateInfoInit["kubespan"]>): U
  * @since 0.1.0
  */
 export const encodeAffiliate = (affiliate: AffiliateInfoInit): Uint8Array => {
-  const w = new Writer()
-  w.string(1, affiliate.nodeId)
-  for (const address of affiliate.addresses ?? []) w.bytes(2, address)
-  w.string(3, affiliate.hostname)
-  w.string(4, affiliate.nodename)
-  w.string(5, affiliate.machineType)
-  w.string(6, affiliate.operatingSystem)
-  if (affiliate.kubespan !== undefined) w.bytes(7, encodeKubeSpan(affiliate.kubespan))
+  const bytes = new Uint8Array(affiliateSize(affiliate))
+  let pos = putText(bytes, 0, 0x0a, affiliate.nodeId)
+  for (const address of affiliate.addresses ?? []) pos = putBytes(bytes, pos, 0x12, address)
+  pos = putText(bytes, pos, 0x1a, affiliate.hostname)
+  pos = putText(bytes, pos, 0x22, affiliate.nodename)
+  pos = putText(bytes, pos, 0x2a, affiliate.machineType)
+  pos = putText(bytes, pos, 0x32, affiliate.operatingSystem)
+  if (affiliate.kubespan !== undefined) pos = putKubeSpan(bytes, pos, affiliate.kubespan)
   if (affiliate.controlPlane !== undefined) {
-    const c = new Writer()
-    c.uint32(1, affiliate.controlPlane.apiServerPort)
-    w.bytes(8, c.finish())
+    const port = affiliate.controlPlane.apiServerPort
+    putUint32(bytes, putHeader(bytes, pos, 0x42, uint32Size(port)), 0x08, port)
   }
-  return w.finish()
+  return bytes
 }
 
 /**
@@ -214,140 +212,75 @@ export const encodeAffiliate = (affiliate: AffiliateInfoInit): Uint8Array => {
  * @since 0.1.0
  */
 export const encodeEndpoint = (endpoint: EndpointInit): Uint8Array => {
-  const w = new Writer()
-  w.optionalBytes(1, endpoint.ip)
-  w.uint32(2, endpoint.port)
-  return w.finish()
+  const bytes = new Uint8Array(addressSize(endpoint.ip, endpoint.port))
+  putAddress(bytes, 0, endpoint.ip, endpoint.port)
+  return bytes
 }
 
-class DecodeError extends Error {}
+/** The Go client decodes with vtprotobuf's UnmarshalVT, which does not match a group's end tag to its start. */
+const goClient: WireReaderOptions = { checkGroupEnd: false }
 
-class Reader {
-  offset = 0
-  readonly buf: Uint8Array
-  constructor(buf: Uint8Array) {
-    this.buf = buf
-  }
-
-  get done(): boolean {
-    return this.offset >= this.buf.length
-  }
-
-  // Reads a varint of at most 10 bytes; returns its low 53 bits as a number
-  // (lengths and tags) and its low 32 bits (uint32 fields, truncated like Go).
-  varint(): { readonly value: number; readonly low32: number } {
-    let value = 0
-    let low32 = 0
-    for (let shift = 0; shift < 70; shift += 7) {
-      if (this.offset >= this.buf.length) throw new DecodeError("unexpected end of data")
-      const b = this.buf[this.offset++]!
-      if (shift < 53) value += (b & 0x7f) * 2 ** shift
-      if (shift < 32) low32 = (low32 | ((b & 0x7f) << shift)) >>> 0
-      if (b < 0x80) return { value, low32 }
-    }
-    throw new DecodeError("varint overflow")
-  }
-
-  tag(): { readonly field: number; readonly wire: number } {
-    const { value } = this.varint()
-    const field = Math.floor(value / 8)
-    if (field <= 0 || field > 0x1fffffff) throw new DecodeError(`illegal field number ${field}`)
-    return { field, wire: value % 8 }
-  }
-
-  take(n: number): Uint8Array {
-    if (n < 0 || this.offset + n > this.buf.length) throw new DecodeError("unexpected end of data")
-    const out = this.buf.subarray(this.offset, this.offset + n)
-    this.offset += n
-    return out
-  }
-
-  lengthDelimited(): Uint8Array {
-    return this.take(this.varint().value)
-  }
-
-  skip(wire: number): void {
-    switch (wire) {
-      case WireVarint:
-        this.varint()
-        return
-      case Wire64:
-        this.take(8)
-        return
-      case WireLen:
-        this.lengthDelimited()
-        return
-      case Wire32:
-        this.take(4)
-        return
-      case WireStartGroup:
-        // like Go, the end group's field number is not checked
-        for (;;) {
-          const inner = this.tag()
-          if (inner.wire === WireEndGroup) return
-          this.skip(inner.wire)
-        }
-      default:
-        throw new DecodeError(`illegal wire type ${wire}`)
-    }
-  }
+const bytesField = (r: WireReader, name: string): Uint8Array => {
+  r.expect(2, name)
+  const start = r.delimited()
+  return r.bytes.slice(start, r.pos)
 }
 
-const expectWire = (field: number, wire: number, expected: number) => {
-  if (wire !== expected) throw new DecodeError(`wrong wire type ${wire} for field ${field}`)
+const stringField = (r: WireReader, name: string): string => {
+  r.expect(2, name)
+  const start = r.delimited()
+  return textDecoder.decode(r.bytes.subarray(start, r.pos))
 }
 
-const bytesField = (r: Reader, field: number, wire: number): Uint8Array => {
-  expectWire(field, wire, WireLen)
-  return r.lengthDelimited().slice()
+const uint32Field = (r: WireReader, name: string): number => {
+  r.expect(0, name)
+  return r.uint32()
 }
 
-const stringField = (r: Reader, field: number, wire: number): string => {
-  expectWire(field, wire, WireLen)
-  return textDecoder.decode(r.lengthDelimited())
-}
-
-const uint32Field = (r: Reader, field: number, wire: number): number => {
-  expectWire(field, wire, WireVarint)
-  return r.varint().low32
-}
-
-const decodeIpPrefix = (buf: Uint8Array): IpPrefix => {
-  const r = new Reader(buf)
+/** Reads the fields of an IpPrefix or an Endpoint (see `addressSize`) up to the reader's bound. */
+const readAddress = (r: WireReader, ipName: string, numberName: string): [Uint8Array, number] => {
   let ip = empty
-  let bits = 0
-  while (!r.done) {
-    const { field, wire } = r.tag()
-    if (field === 1) ip = bytesField(r, field, wire)
-    else if (field === 2) bits = uint32Field(r, field, wire)
-    else r.skip(wire)
+  let number = 0
+  for (let field = r.nextField(); field !== 0; field = r.nextField()) {
+    if (field === 1) ip = bytesField(r, ipName)
+    else if (field === 2) number = uint32Field(r, numberName)
+    else r.skip(r.wireType, field)
   }
-  return { ip, bits }
+  return [ip, number]
 }
 
-const decodeKubeSpan = (buf: Uint8Array, base: KubeSpan | undefined): KubeSpan => {
-  const r = new Reader(buf)
+/** Reads the KubeSpan field (7) whose payload comes next, merged into `base`. */
+const readKubeSpan = (r: WireReader, base: KubeSpan | undefined): KubeSpan => {
+  r.expect(2, "Affiliate.kubespan")
+  const outer = r.enter()
   let publicKey = base?.publicKey ?? ""
   let address = base?.address ?? empty
   const additionalAddresses = [...(base?.additionalAddresses ?? [])]
-  while (!r.done) {
-    const { field, wire } = r.tag()
-    if (field === 1) publicKey = stringField(r, field, wire)
-    else if (field === 2) address = bytesField(r, field, wire)
-    else if (field === 3) additionalAddresses.push(decodeIpPrefix(bytesField(r, field, wire)))
-    else r.skip(wire)
+  for (let field = r.nextField(); field !== 0; field = r.nextField()) {
+    if (field === 1) publicKey = stringField(r, "KubeSpan.public_key")
+    else if (field === 2) address = bytesField(r, "KubeSpan.address")
+    else if (field === 3) {
+      r.expect(2, "KubeSpan.additional_addresses")
+      const prefixEnd = r.enter()
+      const [ip, bits] = readAddress(r, "IPPrefix.ip", "IPPrefix.bits")
+      r.leave(prefixEnd)
+      additionalAddresses.push({ ip, bits })
+    } else r.skip(r.wireType, field)
   }
+  r.leave(outer)
   return { publicKey, address, additionalAddresses }
 }
 
-const decodeControlPlane = (buf: Uint8Array, base: ControlPlane | undefined): ControlPlane => {
-  const r = new Reader(buf)
+/** Reads the ControlPlane field (8) whose payload comes next, merged into `base`. */
+const readControlPlane = (r: WireReader, base: ControlPlane | undefined): ControlPlane => {
+  r.expect(2, "Affiliate.control_plane")
+  const outer = r.enter()
   let apiServerPort = base?.apiServerPort ?? 0
-  while (!r.done) {
-    const { field, wire } = r.tag()
-    if (field === 1) apiServerPort = uint32Field(r, field, wire)
-    else r.skip(wire)
+  for (let field = r.nextField(); field !== 0; field = r.nextField()) {
+    if (field === 1) apiServerPort = uint32Field(r, "ControlPlane.api_server_port")
+    else r.skip(r.wireType, field)
   }
+  r.leave(outer)
   return { apiServerPort }
 }
 
@@ -355,7 +288,7 @@ const guarded = <A>(decode: () => A): Result.Result<A, string> => {
   try {
     return Result.succeed(decode())
   } catch (error) {
-    if (error instanceof DecodeError) return Result.fail(error.message)
+    if (error instanceof Malformed) return Result.fail(error.reason)
     throw error
   }
 }
@@ -368,7 +301,7 @@ const guarded = <A>(decode: () => A): Result.Result<A, string> => {
  */
 export const decodeAffiliate = (buf: Uint8Array): Result.Result<AffiliateInfo, string> =>
   guarded(() => {
-    const r = new Reader(buf)
+    const r = new WireReader(buf, 0, buf.length, goClient)
     let nodeId = ""
     const addresses: Array<Uint8Array> = []
     let hostname = ""
@@ -377,36 +310,16 @@ export const decodeAffiliate = (buf: Uint8Array): Result.Result<AffiliateInfo, s
     let operatingSystem = ""
     let kubespan: KubeSpan | undefined
     let controlPlane: ControlPlane | undefined
-    while (!r.done) {
-      const { field, wire } = r.tag()
-      switch (field) {
-        case 1:
-          nodeId = stringField(r, field, wire)
-          break
-        case 2:
-          addresses.push(bytesField(r, field, wire))
-          break
-        case 3:
-          hostname = stringField(r, field, wire)
-          break
-        case 4:
-          nodename = stringField(r, field, wire)
-          break
-        case 5:
-          machineType = stringField(r, field, wire)
-          break
-        case 6:
-          operatingSystem = stringField(r, field, wire)
-          break
-        case 7:
-          kubespan = decodeKubeSpan(bytesField(r, field, wire), kubespan)
-          break
-        case 8:
-          controlPlane = decodeControlPlane(bytesField(r, field, wire), controlPlane)
-          break
-        default:
-          r.skip(wire)
-      }
+    for (let field = r.nextField(); field !== 0; field = r.nextField()) {
+      if (field === 1) nodeId = stringField(r, "Affiliate.node_id")
+      else if (field === 2) addresses.push(bytesField(r, "Affiliate.addresses"))
+      else if (field === 3) hostname = stringField(r, "Affiliate.hostname")
+      else if (field === 4) nodename = stringField(r, "Affiliate.nodename")
+      else if (field === 5) machineType = stringField(r, "Affiliate.machine_type")
+      else if (field === 6) operatingSystem = stringField(r, "Affiliate.operating_system")
+      else if (field === 7) kubespan = readKubeSpan(r, kubespan)
+      else if (field === 8) controlPlane = readControlPlane(r, controlPlane)
+      else r.skip(r.wireType, field)
     }
     return { nodeId, addresses, hostname, nodename, machineType, operatingSystem, kubespan, controlPlane }
   })
@@ -419,14 +332,6 @@ export const decodeAffiliate = (buf: Uint8Array): Result.Result<AffiliateInfo, s
  */
 export const decodeEndpoint = (buf: Uint8Array): Result.Result<Endpoint, string> =>
   guarded(() => {
-    const r = new Reader(buf)
-    let ip = empty
-    let port = 0
-    while (!r.done) {
-      const { field, wire } = r.tag()
-      if (field === 1) ip = bytesField(r, field, wire)
-      else if (field === 2) port = uint32Field(r, field, wire)
-      else r.skip(wire)
-    }
+    const [ip, port] = readAddress(new WireReader(buf, 0, buf.length, goClient), "Endpoint.ip", "Endpoint.port")
     return { ip, port }
   })

@@ -11,7 +11,32 @@
  */
 import type { AffiliateView } from "../../ports/ClusterApi.ts"
 import { BinaryStringBuilder, sameBytes, toBytes } from "./binaryString.ts"
-import type { AffiliateEntry } from "./SnapshotCodec.ts"
+
+/**
+ * One endpoint as plain data, as the snapshot encoder reads it. Times are
+ * milliseconds since the epoch.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface EndpointEntry {
+  readonly data: Uint8Array
+  readonly expiresAt: number
+}
+
+/**
+ * One affiliate as plain data: what {@link Affiliate.fromEntry} copies, and
+ * what the snapshot encoder reads.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface AffiliateEntry {
+  readonly id: string
+  readonly data: Uint8Array
+  readonly expiresAt: number
+  readonly endpoints: ReadonlyArray<EndpointEntry>
+}
 
 /**
  * A copy of one stored endpoint and the instant (ms since the epoch) it

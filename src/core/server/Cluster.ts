@@ -8,7 +8,7 @@
 import type { AffiliateView, WatchDelta, WatchSink } from "../../ports/ClusterApi.ts"
 import { lostUpdateMessage, SubscriptionLost } from "../../ports/DiscoveryError.ts"
 import type { Affiliate } from "./Affiliate.ts"
-import type { ClusterEntry, PackedAffiliates } from "./SnapshotCodec.ts"
+import type { ClusterEntry, PackedAffiliates } from "./snapshotFormat.ts"
 
 const lostUpdate = new SubscriptionLost({ message: lostUpdateMessage })
 const noSinks: ReadonlyArray<WatchSink> = []

@@ -12,10 +12,10 @@ import type {
   WatchSink
 } from "../../ports/ClusterApi.ts"
 import { ResourceExhausted } from "../../ports/DiscoveryError.ts"
-import { Affiliate } from "./Affiliate.ts"
+import { Affiliate, type AffiliateEntry } from "./Affiliate.ts"
 import { Cluster } from "./Cluster.ts"
 import { Limits } from "./limits.ts"
-import type { AffiliateEntry, PackedAffiliates } from "./SnapshotCodec.ts"
+import type { PackedAffiliates } from "./snapshotFormat.ts"
 
 const isPacked = (affiliates: Iterable<AffiliateEntry> | PackedAffiliates): affiliates is PackedAffiliates =>
   typeof (affiliates as Partial<PackedAffiliates>).unpack === "function"

@@ -8,13 +8,13 @@
  *
  * @since 0.1.0
  */
+import { joinPieces } from "../../ports/SnapshotStore.ts"
 import { utf8Length } from "../utf8.ts"
-import { fieldSize, putVarint, varintSize } from "../varint.ts"
+import { fieldSize, putHeader, putUtf8, putVarint, varintSize } from "../wire/wireWriter.ts"
 import { Affiliate } from "./Affiliate.ts"
 import { writeBytes } from "./binaryString.ts"
-import type { ClusterEntry, EncodedSnapshot, PackedAffiliates, SnapshotContents } from "./SnapshotCodec.ts"
+import type { ClusterEntry, EncodedSnapshot, PackedAffiliates, SnapshotContents } from "./snapshotFormat.ts"
 import { maxClusterSize, maxDurationSeconds } from "./snapshotFormat.ts"
-import { joinPieces } from "../../ports/SnapshotStore.ts"
 
 /** The TTL written for an entry: whole seconds left, truncated toward zero, saturated like Go's Duration. */
 const ttlSeconds = (expiresAt: number, now: number): number =>
@@ -39,52 +39,14 @@ const putDuration = (bytes: Uint8Array, pos: number, tag: number, seconds: numbe
   return putVarint(bytes, pos, seconds)
 }
 
-/** Writes `text` as `length` bytes of UTF-8; returns the position after them. */
-const putString = (bytes: Uint8Array, pos: number, text: string, length: number): number => {
-  if (length === text.length) {
-    // Only ASCII has as many UTF-8 bytes as UTF-16 units.
-    writeBytes(text, 0, length, bytes, pos)
-    return pos + length
-  }
-  for (let i = 0; i < text.length; i++) {
-    let code = text.charCodeAt(i)
-    if (code < 0x80) {
-      bytes[pos++] = code
-      continue
-    }
-    if (code >= 0xd800 && code <= 0xdfff) {
-      const next = i + 1 < text.length ? text.charCodeAt(i + 1) : 0
-      if (code <= 0xdbff && next >= 0xdc00 && next <= 0xdfff) {
-        code = 0x10000 + ((code - 0xd800) << 10) + (next - 0xdc00)
-        i++
-      } else code = 0xfffd
-    }
-    if (code < 0x800) {
-      bytes[pos++] = 0xc0 | (code >> 6)
-      bytes[pos++] = 0x80 | (code & 0x3f)
-    } else if (code < 0x10000) {
-      bytes[pos++] = 0xe0 | (code >> 12)
-      bytes[pos++] = 0x80 | ((code >> 6) & 0x3f)
-      bytes[pos++] = 0x80 | (code & 0x3f)
-    } else {
-      bytes[pos++] = 0xf0 | (code >> 18)
-      bytes[pos++] = 0x80 | ((code >> 12) & 0x3f)
-      bytes[pos++] = 0x80 | ((code >> 6) & 0x3f)
-      bytes[pos++] = 0x80 | (code & 0x3f)
-    }
-  }
-  return pos
-}
-
-/** Writes a length-delimited field's tag and length; returns the position of its body. */
-const putHeader = (bytes: Uint8Array, pos: number, tag: number, length: number): number => {
-  bytes[pos++] = tag
-  return putVarint(bytes, pos, length)
-}
-
 /** Writes a string field of `length` UTF-8 bytes; returns the position after it. */
-const putStringField = (bytes: Uint8Array, pos: number, tag: number, text: string, length: number): number =>
-  putString(bytes, putHeader(bytes, pos, tag, length), text, length)
+const putStringField = (bytes: Uint8Array, pos: number, tag: number, text: string, length: number): number => {
+  pos = putHeader(bytes, pos, tag, length)
+  if (length !== text.length) return putUtf8(bytes, pos, text)
+  // Only ASCII has as many UTF-8 bytes as UTF-16 units: its chars are its bytes.
+  writeBytes(text, 0, length, bytes, pos)
+  return pos + length
+}
 
 /** Writes a bytes field holding `record[start, end)`, one byte per char; returns the position after it. */
 const putBytesField = (bytes: Uint8Array, pos: number, tag: number, record: string, start: number, end: number) => {

@@ -18,7 +18,7 @@ import {
   SnapshotStoreError,
   snapshotPieces
 } from "../../src/ports/SnapshotStore.ts"
-import { now, smallSnapshot, tempDir, utf8 } from "./fixtures/snapshots.ts"
+import { now, smallSnapshot, tempDir, utf8 } from "../storage/fixtures/snapshots.ts"
 
 const dirs: Array<() => void> = []
 afterEach(() => {

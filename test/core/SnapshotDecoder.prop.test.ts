@@ -18,7 +18,7 @@ import {
   hex,
   now,
   varint
-} from "./fixtures/snapshots.ts"
+} from "../storage/fixtures/snapshots.ts"
 
 /** Decodes `bytes` handed over in pieces of the given sizes (the last piece is the rest). */
 const decodeInPieces = (bytes: Uint8Array, sizes: ReadonlyArray<number>): DecodedSnapshot => {

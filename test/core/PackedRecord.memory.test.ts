@@ -8,7 +8,7 @@ import { runInNewContext } from "node:vm"
 import { assert, describe, it } from "@effect/vitest"
 import { ClusterStore } from "../../src/core/server/ClusterStore.ts"
 import { decode, encode } from "../../src/core/server/SnapshotCodec.ts"
-import { affiliateEntry, clusterEntry, now } from "./fixtures/snapshots.ts"
+import { affiliateEntry, clusterEntry, now } from "../storage/fixtures/snapshots.ts"
 
 setFlagsFromString("--expose-gc")
 const gc: () => void = runInNewContext("gc")

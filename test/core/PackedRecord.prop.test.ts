@@ -12,7 +12,7 @@ import type { Affiliate } from "../../src/core/server/Affiliate.ts"
 import { ClusterStore } from "../../src/core/server/ClusterStore.ts"
 import type { DecodedSnapshot } from "../../src/core/server/SnapshotCodec.ts"
 import { decode, encode } from "../../src/core/server/SnapshotCodec.ts"
-import { now } from "./fixtures/snapshots.ts"
+import { now } from "../storage/fixtures/snapshots.ts"
 
 const varint = (value: number): Array<number> => {
   let rest = BigInt.asUintN(64, BigInt(value))

@@ -30,7 +30,7 @@ import {
   toHex,
   utf8,
   varint
-} from "./fixtures/snapshots.ts"
+} from "../storage/fixtures/snapshots.ts"
 
 const workedExample = "0A 18 0A 01 63 12 13 0A 01 78 1A 01 64 22 07 12 01 65 1A 02 08 1E 2A 02 08 3C"
 
@@ -544,6 +544,16 @@ describe("SnapshotCodec", () => {
         ["a"]
       )
       assert.match(decoded.skipped[0]!.reason, /invalid record tag 0xc at offset 5/)
+    })
+
+    it("skips a record holding a group that ends with another field number", () => {
+      // Cluster "c" with an unknown field 3: start group { field 1 varint } end group of field 4.
+      const decoded = decode(hex("0A 07 0A 01 63 1B 08 01 24 0A 03 0A 01 64"), now)
+      assert.deepStrictEqual(
+        decoded.clusters.map((c) => c.id),
+        ["d"]
+      )
+      assert.strictEqual(decoded.skipped[0]!.reason, "malformed record at offset 0: mismatched end of group")
     })
 
     it("skips a record whose TTL has the wrong wire type", () => {

@@ -14,7 +14,7 @@ import {
   tempDir,
   timestamp,
   utf8
-} from "./fixtures/snapshots.ts"
+} from "../storage/fixtures/snapshots.ts"
 
 const run = promisify(execFile)
 const command = resolve(import.meta.dirname, "..", "..", "src", "cli", "snapshotDecoder.ts")
@@ -23,7 +23,7 @@ const workedExample = hex("0A 18 0A 01 63 12 13 0A 01 78 1A 01 64 22 07 12 01 65
 const { dir, remove } = tempDir()
 afterAll(remove)
 
-describe("snapshot decoder", () => {
+describe("snapshot-decoder command", () => {
   it("prints protobuf JSON: lowerCamelCase, base64 data, TTLs as seconds, expirations in RFC 3339", () => {
     const bytes = stateBinary([
       clusterMessage({
