@@ -33,15 +33,9 @@ import {
   unfinishedRequests
 } from "./attacks.ts"
 import { counter, startService } from "./serviceProcess.ts"
-import { killAll, machine, root, table } from "./support.ts"
+import { killAll, machine, option, root, table } from "./support.ts"
 
 const argv = process.argv.slice(2)
-const option = (name: string): string | undefined => {
-  const index = argv.findIndex((a) => a === `--${name}` || a.startsWith(`--${name}=`))
-  if (index === -1) return undefined
-  const arg = argv[index]!
-  return arg.includes("=") ? arg.slice(arg.indexOf("=") + 1) : argv[index + 1]
-}
 const quick = argv.includes("--quick")
 const phases = ["hostile", "unfinished", "idle", "ping", "log", "kill"] as const
 const only = option("only")?.split(",") ?? [...phases]
@@ -214,6 +208,12 @@ const main = async () => {
     const figures = await killDuringSaves(dir, { runs: sizes.killRuns, clusters: sizes.killClusters })
     results.kill = figures
     row("kill -9", "corrupt snapshot files", `${figures.corrupt} of ${figures.runs}`, check(figures.corrupt === 0))
+    row(
+      "kill -9",
+      "runs whose service saved before the kill",
+      `${figures.saved} of ${figures.runs}`,
+      check(figures.saved > 0)
+    )
     row("kill -9", "runs that left the temporary file", String(figures.leftTemporary), "")
   }
 

@@ -6,7 +6,7 @@
  * during snapshot saves. `npm run abuse` runs them at full size; the
  * reliability tests run them small and assert on what they give.
  */
-import { existsSync, readFileSync, writeFileSync } from "node:fs"
+import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs"
 import * as http2 from "node:http2"
 import * as net from "node:net"
 import { join } from "node:path"
@@ -578,6 +578,8 @@ export interface KillFigures {
   readonly corrupt: number
   /** Runs that left the temporary file behind (harmless: the next save replaces it). */
   readonly leftTemporary: number
+  /** Runs whose service replaced the file before it was killed (so the kill can have hit a save). */
+  readonly saved: number
   readonly affiliates: number
 }
 
@@ -619,7 +621,9 @@ export const killDuringSaves = async (
   writeFileSync(path, encode(state, Date.now()).bytes)
   let corrupt = 0
   let leftTemporary = 0
+  let saved = 0
   for (let run = 0; run < options.runs; run++) {
+    const before = statSync(path)
     const target = await startService(dir, [`--snapshot-path=${path}`, "--snapshot-interval=50ms"], { name: "kill" })
     await sleep(Math.floor(next() * 400))
     target.child.kill("SIGKILL")
@@ -629,6 +633,8 @@ export const killDuringSaves = async (
     const count = decoded.clusters.reduce((sum, cluster) => sum + cluster.affiliates.size, 0)
     if (decoded.skipped.length > 0 || count !== affiliates) corrupt++
     if (existsSync(`${path}.tmp`)) leftTemporary++
+    const after = statSync(path)
+    if (after.ino !== before.ino || after.mtimeMs !== before.mtimeMs) saved++
   }
-  return { runs: options.runs, corrupt, leftTemporary, affiliates }
+  return { runs: options.runs, corrupt, leftTemporary, saved, affiliates }
 }

@@ -40,6 +40,7 @@ import {
   killAll,
   machine,
   memory,
+  option,
   readFrom,
   root,
   run,
@@ -52,12 +53,6 @@ import {
 // ---------------------------------------------------------------- options
 
 const argv = process.argv.slice(2)
-const option = (name: string): string | undefined => {
-  const index = argv.findIndex((a) => a === `--${name}` || a.startsWith(`--${name}=`))
-  if (index === -1) return undefined
-  const arg = argv[index]!
-  return arg.includes("=") ? arg.slice(arg.indexOf("=") + 1) : argv[index + 1]
-}
 const numberOption = (name: string, fallback: number): number => {
   const value = option(name)
   if (value === undefined) return fallback
@@ -206,7 +201,7 @@ const startServer = async (impl: Impl, name: string, settings: ServerSettings = 
 interface Cpu {
   readonly generatorCpu: number
   readonly serverCpu: number
-  readonly otherCpu?: number
+  readonly otherCpu?: number | undefined
 }
 interface Latency {
   readonly p50Ms: number
@@ -249,10 +244,10 @@ interface Row {
   readonly name: string
   readonly unit: string
   readonly better: Better
-  ours?: number
-  original?: number
-  oursCpu?: Cpu
-  originalCpu?: Cpu
+  ours?: number | undefined
+  original?: number | undefined
+  oursCpu?: Cpu | undefined
+  originalCpu?: Cpu | undefined
   /** Every run's figure when the row was measured more than once. */
   oursRuns?: Array<number>
   originalRuns?: Array<number>
@@ -631,7 +626,7 @@ interface Reference {
   readonly comparedWith: string
   readonly ours: number | undefined
   generatorCpu?: number
-  otherCpu?: number
+  otherCpu?: number | undefined
 }
 const references: Array<Reference> = []
 

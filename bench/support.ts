@@ -168,3 +168,11 @@ export const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<Readonl
     cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ")
   return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...rows.map(line)].join("\n")
 }
+
+/** The value of `--name value` or `--name=value` among this process's arguments, if given. */
+export const option = (name: string, argv: ReadonlyArray<string> = process.argv.slice(2)): string | undefined => {
+  const index = argv.findIndex((a) => a === `--${name}` || a.startsWith(`--${name}=`))
+  if (index === -1) return undefined
+  const arg = argv[index]!
+  return arg.includes("=") ? arg.slice(arg.indexOf("=") + 1) : argv[index + 1]
+}

@@ -16,16 +16,22 @@ import { formatByteSize, parseByteSize } from "./byteSize.ts"
 import { parseGoDuration } from "./goDuration.ts"
 import type { ServiceConfig } from "./ServiceConfig.ts"
 
+/** The longest delay a Node timer takes (about 24.8 days, 596 hours); a longer one would fire at once. */
+const maxTimerMillis = 2 ** 31 - 1
+
 const goDuration = (name: string, fallback: string, allowZero = false) =>
   Flag.String(name).pipe(
     Flag.withDefault(fallback),
     Flag.filterMap(
       (text) =>
-        Option.filter(Option.fromUndefinedOr(parseGoDuration(text)), (d) =>
-          allowZero ? !Duration.isNegative(d) : Duration.isGreaterThan(d, Duration.zero)
+        Option.filter(
+          Option.fromUndefinedOr(parseGoDuration(text)),
+          (d) =>
+            (allowZero ? !Duration.isNegative(d) : Duration.isGreaterThan(d, Duration.zero)) &&
+            Duration.toMillis(d) <= maxTimerMillis
         ),
       (text) =>
-        `--${name}: ${JSON.stringify(text)} is not a ${allowZero ? "non-negative" : "positive"} duration (examples: 30s, 1m, 1h30m)`
+        `--${name}: ${JSON.stringify(text)} is not a ${allowZero ? "non-negative" : "positive"} duration of at most 596h (examples: 30s, 1m, 1h30m)`
     )
   )
 
@@ -44,7 +50,7 @@ const byteSize = (name: string) =>
     Flag.withDefault("auto"),
     Flag.filterMap(
       (text) =>
-        text === "auto"
+        text.toLowerCase() === "auto"
           ? Option.some(undefined)
           : Option.filter(Option.fromUndefinedOr(parseByteSize(text)), (bytes) => bytes > 0),
       (text) => `--${name}: ${JSON.stringify(text)} is not a positive size (examples: 64MiB, 1GiB, 1048576) or auto`
@@ -170,7 +176,7 @@ export const flags = {
   ),
   requestMemoryBudget: byteSize("request-memory-budget").pipe(
     Flag.withDescription(
-      `bytes of large request messages (over 16 KiB, not yet whole) held at once for all clients, e.g. 128MiB; a message that does not fit ends its call with UNAVAILABLE, which clients retry. auto is 1/8 of the V8 heap limit, at most 256MiB (${formatByteSize(defaultRequestBudgetBytes())} here) (default auto)`
+      `bytes of request messages held at once for all clients while they wait for the rest of their bytes or for their client to end the request, e.g. 128MiB; one that does not fit ends its call with UNAVAILABLE, which clients retry. auto is 1/8 of the V8 heap limit, at most 256MiB (${formatByteSize(defaultRequestBudgetBytes())} here) (default auto)`
     )
   ),
   maxConnections: positiveInt("max-connections", defaultConnectionLimits.maxConnections).pipe(

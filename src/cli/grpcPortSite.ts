@@ -14,8 +14,8 @@ import type { ServiceConfig } from "./ServiceConfig.ts"
 
 /**
  * A listener that loads the site's routes on its first request and hands
- * every request to them; a load that fails answers 500 and is tried again on
- * the next request.
+ * every request to them; a load that fails, or a listener that throws,
+ * answers 500 (a failed load is tried again on the next request).
  *
  * @category constructors
  * @since 0.1.0
@@ -37,14 +37,26 @@ export const lazySite = (
       Scope.provide(scope)
     )
     let site: Promise<FallbackListener> | undefined
+    const oops = (response: Parameters<FallbackListener>[1]) => {
+      if (response.headersSent) response.destroy()
+      else {
+        response.statusCode = 500
+        response.end("Oops, try again")
+      }
+    }
     return (request, response) => {
       site ??= Effect.runPromiseWith(context)(load)
       site.then(
-        (listener) => listener(request, response),
+        (listener) => {
+          try {
+            listener(request, response)
+          } catch {
+            oops(response)
+          }
+        },
         () => {
           site = undefined
-          response.statusCode = 500
-          response.end("Oops, try again")
+          oops(response)
         }
       )
     }

@@ -29,6 +29,9 @@ export class Connection {
   lastActiveAt: number
   /** Bytes the server had sent on the connection at the client's last ping. */
   bytesAtLastPing = 0
+  /** SETTINGS frames the client sent since its last ping, and in the interval before (each is acknowledged). */
+  settings = 0
+  previousSettings = 0
   /** Pings that came sooner than the policy allows, since the server last sent data. */
   pingStrikes = 0
   /** When the client last pinged, on `performance.now()`. */
@@ -79,6 +82,18 @@ export const connectionOf = (holder: net.Socket | http2.Http2Session | undefined
   holder === undefined ? undefined : (holder as Tagged)[kConnection]
 
 /**
+ * The socket the server accepted under `socket`: itself in plaintext, the
+ * TCP socket a TLS socket wraps.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const acceptedSocketOf = (socket: net.Socket): net.Socket => {
+  if (connectionOf(socket) !== undefined) return socket
+  return (socket as net.Socket & { readonly _parent?: net.Socket | null })._parent ?? socket
+}
+
+/**
  * The connection accepted for a new session: a plaintext session's socket
  * is the accepted socket, a TLS session's socket wraps it.
  *
@@ -86,9 +101,8 @@ export const connectionOf = (holder: net.Socket | http2.Http2Session | undefined
  * @since 0.1.0
  */
 export const acceptedConnectionOf = (session: http2.Http2Session): Connection | undefined => {
-  const socket = session.socket as (net.Socket & { readonly _parent?: net.Socket | null }) | undefined
-  if (socket === undefined) return undefined
-  return connectionOf(socket) ?? connectionOf(socket._parent ?? undefined)
+  const socket = session.socket as net.Socket | undefined
+  return socket === undefined ? undefined : connectionOf(acceptedSocketOf(socket))
 }
 
 /**

@@ -11,7 +11,7 @@
  */
 import * as http2 from "node:http2"
 import type * as net from "node:net"
-import { acceptedConnectionOf, addressOf, Connection, connectionOf, tag } from "./Connection.ts"
+import { acceptedConnectionOf, acceptedSocketOf, addressOf, Connection, connectionOf, tag } from "./Connection.ts"
 import type { KeepalivePolicy } from "./keepalive.ts"
 import { defaultKeepalivePolicy, recordPing, tooManyPings } from "./keepalive.ts"
 
@@ -81,6 +81,11 @@ function onRemoteSettings(this: http2.ServerHttp2Session): void {
   connectionOf(this)?.handshaken()
 }
 
+function onSettings(this: http2.ServerHttp2Session): void {
+  const connection = connectionOf(this)
+  if (connection !== undefined) connection.settings++
+}
+
 function onPing(this: GuardedSession): void {
   ;(this as GuardedSession)[kGuard]?.pinged(this)
 }
@@ -98,6 +103,8 @@ export class ConnectionGuard {
   /** The server's open sessions. */
   readonly sessions = new Set<http2.ServerHttp2Session>()
   readonly #perAddress = new Map<string, number>()
+  /** Accepted connections that have not become a session or an HTTP/1.1 connection yet, with their sockets. */
+  readonly #handshaking = new Map<Connection, net.Socket>()
   #open = 0
   #sweeper: NodeJS.Timeout | undefined
   #refused = 0
@@ -141,8 +148,10 @@ export class ConnectionGuard {
     this.#perAddress.set(address, fromAddress + 1)
     const connection = new Connection(address, performance.now())
     tag(socket, connection)
+    this.#handshaking.set(connection, socket)
     socket.once("close", () => {
       connection.handshaken()
+      this.#handshaking.delete(connection)
       this.#open--
       const left = (this.#perAddress.get(address) ?? 1) - 1
       if (left === 0) this.#perAddress.delete(address)
@@ -150,8 +159,26 @@ export class ConnectionGuard {
     })
     if (this.limits.handshakeTimeoutMillis > 0) {
       connection.handshakeTimer = setTimeout(expireHandshake, this.limits.handshakeTimeoutMillis, socket, this)
+      connection.handshakeTimer.unref()
     }
     return connection
+  }
+
+  /**
+   * `socket` (accepted, or the TLS socket over it) goes to the HTTP/1.1
+   * server: its handshake deadline ends, the HTTP/1.1 deadlines take over.
+   */
+  handedOver(socket: net.Socket): void {
+    const connection = connectionOf(acceptedSocketOf(socket))
+    if (connection === undefined) return
+    this.#handshaking.delete(connection)
+    connection.handshaken()
+  }
+
+  /** Closes the accepted sockets still in their handshake (a stop: they would serve nothing). */
+  closeHandshaking(): void {
+    for (const socket of this.#handshaking.values()) socket.destroy()
+    this.#handshaking.clear()
   }
 
   /** The handshake deadline of `socket` passed. */
@@ -174,10 +201,14 @@ export class ConnectionGuard {
       const socket = session.socket as net.Socket | undefined
       connection = new Connection(socket === undefined ? "" : addressOf(socket), performance.now())
     }
+    this.#handshaking.delete(connection)
     tag(session, connection)
     ;(session as GuardedSession)[kGuard] = this
     if (connection.handshakeTimer !== undefined) session.once("remoteSettings", onRemoteSettings)
-    if (this.limits.keepalive !== false) session.on("ping", onPing)
+    if (this.limits.keepalive !== false) {
+      session.on("ping", onPing)
+      session.on("remoteSettings", onSettings)
+    }
     this.sessions.add(session)
     session.once("close", () => this.sessions.delete(session))
     this.#startSweeper()

@@ -24,7 +24,7 @@
  *
  * @since 0.1.0
  */
-import * as http from "node:http"
+import type * as http from "node:http"
 import * as http2 from "node:http2"
 import * as net from "node:net"
 import type * as tls from "node:tls"
@@ -34,6 +34,7 @@ import { connectionOf } from "./Connection.ts"
 import type { ConnectionLimits, GuardCounts } from "./ConnectionGuard.ts"
 import { ConnectionGuard, defaultConnectionLimits } from "./ConnectionGuard.ts"
 import { parseTimeout } from "./grpcTimeout.ts"
+import { Http1Connections } from "./Http1Connections.ts"
 import { sniff } from "./protocolSniffer.ts"
 import { defaultRequestBudgetBytes, RequestBudget } from "./RequestBudget.ts"
 import { trailersOnly } from "./responseHeaders.ts"
@@ -72,7 +73,7 @@ export interface Http2ServerOptions {
    */
   readonly maxSessionMemoryMiB?: number | undefined
   /**
-   * Bytes of large request messages the server holds at once, all clients
+   * Bytes of unfinished request messages the server holds at once, all clients
    * together (default `defaultRequestBudgetBytes()`); a message that does
    * not fit ends its call with UNAVAILABLE. See `RequestBudget`.
    */
@@ -127,10 +128,6 @@ export const defaultMaxReceiveMessageLength = 4 * 1024 * 1024
 
 /** Idle time before TCP keepalive probes start on an accepted connection: Go's listener default. */
 const keepAliveDelayMillis = 15_000
-
-/** How long an HTTP/1.1 request may take to send its headers, and at all. */
-const http1HeadersTimeoutMillis = 10_000
-const http1RequestTimeoutMillis = 30_000
 
 const endStream = { endStream: true, sendDate: false } as http2.ServerStreamResponseOptions
 
@@ -223,7 +220,7 @@ export class Http2Server {
   private readonly guard: ConnectionGuard
   private readonly budget: RequestBudget
   private listening: net.Server | undefined
-  private http1: http.Server | undefined
+  private http1: Http1Connections | undefined
   private unsubscribe: (() => void) | undefined
   /** A stop began: connections whose session starts now (a TLS handshake that ends late) are closed at once. */
   private stopping = false
@@ -323,16 +320,18 @@ export class Http2Server {
       return
     }
     listener.close(() => callback())
+    this.guard.closeHandshaking()
     for (const session of this.guard.sessions) session.close()
-    this.http1?.closeIdleConnections()
+    this.http1?.close()
   }
 
   /** Stops at once: every connection is closed, its calls cancelled. */
   forceShutdown(): void {
     const listener = this.stop()
     if (listener?.listening) listener.close()
+    this.guard.closeHandshaking()
     for (const session of this.guard.sessions) session.destroy(undefined, http2.constants.NGHTTP2_CANCEL)
-    this.http1?.closeAllConnections()
+    this.http1?.destroy()
   }
 
   private stop(): net.Server | undefined {
@@ -343,26 +342,20 @@ export class Http2Server {
     return this.listening
   }
 
-  /** The HTTP/1.1 server of the fallback listener, made on first use. */
-  private http1Server(fallback: FallbackListener): http.Server {
-    if (this.http1 === undefined) {
-      const server = http.createServer(fallback)
-      server.headersTimeout = http1HeadersTimeoutMillis
-      server.requestTimeout = http1RequestTimeoutMillis
-      this.http1 = server
-    }
-    return this.http1
-  }
-
-  /** Hands a connection that speaks HTTP/1.1 to the fallback, leaving the HTTP/2 handshake deadline behind. */
+  /**
+   * Hands a connection that speaks HTTP/1.1 to the fallback: the HTTP/2
+   * handshake deadline ends, and the HTTP/1.1 connections' own deadline (the
+   * same length, per request) takes over.
+   */
   private readonly toHttp1 = (socket: net.Socket): void => {
     const fallback = this.options.fallback
     if (fallback === undefined || this.stopping) {
       socket.destroy()
       return
     }
-    connectionOf(socket)?.handshaken()
-    this.http1Server(fallback).emit("connection", socket)
+    this.guard.handedOver(socket)
+    this.http1 ??= new Http1Connections(fallback, this.guard.limits.handshakeTimeoutMillis)
+    this.http1.adopt(socket)
   }
 
   /** The server that listens (a front that sniffs h2c from HTTP/1.1, or the TLS server) with HTTP/2 behind it. */

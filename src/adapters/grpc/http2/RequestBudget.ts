@@ -1,26 +1,17 @@
 /**
  * The bytes of request messages a server holds before their calls can use
- * them, bounded for the whole server. A message that arrives in one DATA
- * frame is never counted (one frame per stream at most, so the stream caps
- * bound it); a larger one reserves its announced length from the budget as
- * soon as its length prefix is read, and is refused when the budget cannot
- * cover it, so unfinished large requests cannot grow the server's memory
- * past the budget however many streams carry them.
+ * them, bounded for the whole server. A message that does not arrive whole
+ * in one DATA frame reserves its announced length as soon as its length
+ * prefix is read, and one that arrives whole but waits past the turn that
+ * brought it (its client has not ended the request) reserves its length
+ * then; either is refused when the budget cannot cover it. So unfinished
+ * requests, large or small, cannot grow the server's memory past the budget
+ * however many streams carry them. A message read and used in the turn it
+ * came in, as every request of a well-behaved client is, needs none.
  *
  * @since 0.1.0
  */
 import { getHeapStatistics } from "node:v8"
-
-/**
- * Messages of at most this many bytes need no reservation: a whole gRPC
- * message of that size fits in one DATA frame of the default 16 KiB frame
- * size, and every request of the discovery protocol is smaller (the largest
- * AffiliateUpdate is about 4.5 KiB).
- *
- * @category models
- * @since 0.1.0
- */
-export const unbudgetedMessageBytes = 16 * 1024
 
 /**
  * The default budget: an eighth of V8's heap limit, at most 256 MiB (256 MiB

@@ -25,7 +25,6 @@ import { connectionOf, detachedConnection } from "./Connection.ts"
 import type { MessageSink } from "./framing.ts"
 import { frame, MessageReader } from "./framing.ts"
 import type { RequestBudget } from "./RequestBudget.ts"
-import { unbudgetedMessageBytes } from "./RequestBudget.ts"
 import { responseHeaders, trailers, trailersOnly, withMetadata } from "./responseHeaders.ts"
 import type { CallStatus } from "./statuses.ts"
 import {
@@ -197,6 +196,8 @@ export abstract class ServerCall extends CallEvents implements MessageSink {
   private metadataOfRequest: grpc.Metadata | undefined
   /** The request's single message, for unary and server-streaming calls. */
   protected payload: Buffer | undefined
+  /** The payload is a buffer of its own, paid for from the budget (not a view of a received chunk). */
+  private payloadPaid = false
   protected headersSent = false
   /** The status is sent, or the call was cancelled: nothing more goes out. */
   protected ended = false
@@ -266,14 +267,18 @@ export abstract class ServerCall extends CallEvents implements MessageSink {
     this.respond(metadata)
   }
 
-  /** Called by the reader for each whole message. */
-  onMessage(flag: number, payload: Buffer): void {
-    if (this.ended) return
+  /**
+   * Called by the reader for each whole message, `gathered` when the reader
+   * gathered it into a buffer `reserve` paid for; false once the call is over.
+   */
+  onMessage(flag: number, payload: Buffer, gathered = false): boolean {
+    if (this.ended) return false
     if (flag !== 0) {
       this.sendStatus(this.compressedStatus(flag))
-      return
+      return false
     }
-    this.message(payload)
+    this.message(payload, gathered)
+    return !this.ended
   }
 
   /** A chunk of the request's DATA frames. */
@@ -282,7 +287,7 @@ export abstract class ServerCall extends CallEvents implements MessageSink {
     if (this.reader === undefined && chunk.length >= 5 && chunk.readUInt32BE(1) === chunk.length - 5) {
       const max = this.limits.maxReceiveMessageLength
       if (max === -1 || chunk.length - 5 <= max) {
-        this.onMessage(chunk[0]!, chunk.subarray(5))
+        this.onMessage(chunk[0]!, chunk.subarray(5), false)
         return
       }
     }
@@ -296,8 +301,9 @@ export abstract class ServerCall extends CallEvents implements MessageSink {
     )
   }
 
-  /** Called by the reader before it gathers a large message: holds its bytes in the server's budget. */
+  /** Called by the reader before it gathers a message: holds its bytes in the server's budget. */
   reserve(bytes: number): boolean {
+    if (this.ended) return false
     const budget = this.limits.budget
     if (budget === undefined) return true
     if (!budget.tryReserve(bytes)) return false
@@ -332,7 +338,8 @@ export abstract class ServerCall extends CallEvents implements MessageSink {
     this.stream.on("close", onClose)
     this.connection.openCalls++
     this.countedOpen = true
-    if (this.deadline === Number.POSITIVE_INFINITY) return
+    this.holdPayload()
+    if (this.ended || this.deadline === Number.POSITIVE_INFINITY) return
     const left = this.deadline - Date.now()
     if (left <= 0) this.expire()
     else if (left <= maxTimerMillis) this.timer = setTimeout(onDeadline, left, this)
@@ -363,12 +370,31 @@ export abstract class ServerCall extends CallEvents implements MessageSink {
   }
 
   /** One request message arrived: kept as the single request unless the kind reads a stream. */
-  protected message(payload: Buffer): void {
+  protected message(payload: Buffer, gathered: boolean): void {
     if (this.payload !== undefined) {
       this.sendStatus(secondRequestMessage(this.method.path))
       return
     }
     this.payload = payload
+    this.payloadPaid = gathered
+    if (this.countedOpen) this.holdPayload()
+  }
+
+  /**
+   * The request's message waits past the turn that brought it (the client
+   * has not ended its request): it is copied out of the received chunk,
+   * which it would otherwise keep in memory, and paid for from the budget;
+   * UNAVAILABLE when the budget cannot cover it.
+   */
+  private holdPayload(): void {
+    const payload = this.payload
+    if (payload === undefined || this.payloadPaid) return
+    if (!this.reserve(payload.length)) {
+      this.sendStatus(overBudget(payload.length))
+      return
+    }
+    this.payload = Buffer.from(payload)
+    this.payloadPaid = true
   }
 
   /** The request is complete: unary and server-streaming calls run their handler on their single message. */
@@ -642,8 +668,11 @@ export class ServerStreamCall extends StreamingCall {
   /** The deserialized request. */
   request: unknown
 
+  /** The stream may last: its request's bytes are not kept (the decoded request holds what it needs). */
   protected run(request: unknown): void {
     this.request = request
+    this.payload = undefined
+    this.giveBack()
     this.invoke()
   }
 }
@@ -665,6 +694,8 @@ export class BidiCall extends StreamingCall {
   private heldFrom = 0
   /** The client half-closed while messages were held: "end" follows them. */
   private endHeld = false
+  /** Messages gathered into buffers paid for from the budget, given back once delivered. */
+  private paid: WeakSet<Buffer> | undefined
 
   /** Starts the handler. */
   open(): void {
@@ -684,7 +715,11 @@ export class BidiCall extends StreamingCall {
     if (this.endHeld) this.tell("end")
   }
 
-  protected override message(payload: Buffer): void {
+  protected override message(payload: Buffer, gathered: boolean): void {
+    if (gathered) {
+      this.paid ??= new WeakSet()
+      this.paid.add(payload)
+    }
     if (this.held !== undefined) this.held.push(payload)
     else if (this.stream.writableNeedDrain) this.hold(payload)
     else this.deliverRequest(payload)
@@ -717,7 +752,7 @@ export class BidiCall extends StreamingCall {
   }
 
   private deliverRequest(payload: Buffer): void {
-    if (payload.length > unbudgetedMessageBytes) this.giveBack(Math.min(payload.length, this.reserved))
+    if (this.paid?.delete(payload) === true) this.giveBack(Math.min(payload.length, this.reserved))
     const request = this.decode(payload)
     if (request !== undecodable) this.tell("data", request)
   }

@@ -6,7 +6,6 @@
  *
  * @since 0.1.0
  */
-import { unbudgetedMessageBytes } from "./RequestBudget.ts"
 
 /**
  * Receives the messages a `MessageReader` finds, in order.
@@ -15,12 +14,16 @@ import { unbudgetedMessageBytes } from "./RequestBudget.ts"
  * @since 0.1.0
  */
 export interface MessageSink {
-  /** One whole message: its flag byte and its payload (a view of the received bytes when it came in one chunk). */
-  onMessage(flag: number, payload: Buffer): void
   /**
-   * Asks to hold `bytes` more for a message larger than
-   * `unbudgetedMessageBytes` that spans chunks, before its payload is
-   * gathered; false refuses it.
+   * One whole message: its flag byte and its payload (a view of the received
+   * chunk when the message came whole in it, else a buffer of its own that
+   * `reserve` paid for). Returns whether to go on reading: false once the
+   * call is over.
+   */
+  onMessage(flag: number, payload: Buffer, gathered: boolean): boolean
+  /**
+   * Asks to hold `bytes` for a message that does not arrive whole in one
+   * chunk, before its payload is gathered; false refuses it.
    */
   reserve(bytes: number): boolean
 }
@@ -43,8 +46,9 @@ const headerLength = 5
 /**
  * Splits received chunks into messages, rejecting one whose announced length
  * is over `maxLength` (-1 means no limit) as soon as its prefix is read. A
- * message longer than `unbudgetedMessageBytes` that does not arrive whole in
- * one chunk is gathered only once the sink reserved its length.
+ * message that arrives whole in one chunk is handed over as a view of it; one
+ * that does not is gathered, once the sink reserved its length, into a
+ * buffer of exactly that length, so no received chunk stays pinned by it.
  *
  * @category models
  * @since 0.1.0
@@ -55,17 +59,18 @@ export class MessageReader {
   private prefixRead = 0
   /** The prefix of a message split over chunks; allocated the first time one is. */
   private prefix: Buffer | undefined
-  /** Payload bytes still missing of the message being read. */
-  private missing = 0
-  private parts: Array<Buffer> | undefined
+  /** The payload being gathered, and how much of it has come. */
+  private payload: Buffer | undefined
+  private filled = 0
 
   constructor(maxLength: number) {
     this.maxLength = maxLength
   }
 
   /**
-   * Reads `chunk`, handing each message it completes to `sink`. Returns why
-   * reading stopped (the call is then over), or `undefined`.
+   * Reads `chunk`, handing each message it completes to `sink` until the
+   * sink stops it. Returns why reading stopped (the call is then over), or
+   * `undefined`.
    */
   read(chunk: Buffer, sink: MessageSink): ReadFailure | undefined {
     let at = 0
@@ -77,16 +82,21 @@ export class MessageReader {
           const length = chunk.readUInt32BE(at + 1)
           if (this.maxLength !== -1 && length > this.maxLength) return { _tag: "TooLong", length }
           if (end - at - headerLength >= length) {
-            sink.onMessage(chunk[at]!, chunk.subarray(at + headerLength, at + headerLength + length))
+            const more = sink.onMessage(
+              chunk[at]!,
+              chunk.subarray(at + headerLength, at + headerLength + length),
+              false
+            )
+            if (!more) return undefined
             at += headerLength + length
             continue
           }
-          if (length > unbudgetedMessageBytes && !sink.reserve(length)) return { _tag: "OverBudget", length }
           this.prefix ??= Buffer.alloc(headerLength)
           chunk.copy(this.prefix, 0, at, at + headerLength)
           this.prefixRead = headerLength
-          this.missing = length
           at += headerLength
+          const failure = this.begin(length, sink)
+          if (failure !== undefined) return failure
           continue
         }
         const taken = Math.min(headerLength - this.prefixRead, end - at)
@@ -97,17 +107,25 @@ export class MessageReader {
         if (this.prefixRead < headerLength) break
         const length = this.prefix.readUInt32BE(1)
         if (this.maxLength !== -1 && length > this.maxLength) return { _tag: "TooLong", length }
-        if (length > unbudgetedMessageBytes && !sink.reserve(length)) return { _tag: "OverBudget", length }
-        this.missing = length
-        if (length === 0) this.complete(sink)
+        if (length === 0) {
+          this.prefixRead = 0
+          if (!sink.onMessage(this.prefix[0]!, emptyPayload, false)) return undefined
+          continue
+        }
+        const failure = this.begin(length, sink)
+        if (failure !== undefined) return failure
         continue
       }
-      const taken = Math.min(this.missing, end - at)
-      this.parts ??= []
-      this.parts.push(chunk.subarray(at, at + taken))
-      this.missing -= taken
+      const payload = this.payload!
+      const taken = Math.min(payload.length - this.filled, end - at)
+      chunk.copy(payload, this.filled, at, at + taken)
+      this.filled += taken
       at += taken
-      if (this.missing === 0) this.complete(sink)
+      if (this.filled === payload.length) {
+        this.payload = undefined
+        this.prefixRead = 0
+        if (!sink.onMessage(this.prefix![0]!, payload, true)) return undefined
+      }
     }
     return undefined
   }
@@ -117,14 +135,16 @@ export class MessageReader {
     return this.prefixRead === 0
   }
 
-  private complete(sink: MessageSink): void {
-    const parts = this.parts ?? []
-    const payload = parts.length === 1 ? parts[0]! : Buffer.concat(parts)
-    this.parts = undefined
-    this.prefixRead = 0
-    sink.onMessage(this.prefix![0]!, payload)
+  /** Starts gathering a message of `length` bytes, once the sink holds them. */
+  private begin(length: number, sink: MessageSink): ReadFailure | undefined {
+    if (!sink.reserve(length)) return { _tag: "OverBudget", length }
+    this.payload = Buffer.allocUnsafe(length)
+    this.filled = 0
+    return undefined
   }
 }
+
+const emptyPayload = Buffer.alloc(0)
 
 const emptyFrame = Buffer.alloc(headerLength)
 

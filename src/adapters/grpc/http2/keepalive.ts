@@ -4,8 +4,11 @@
  * unless the server sent headers or data since (a client's flow-control
  * pings follow the server's data). Like grpc-go, which resets the count when
  * its writer puts a frame on the wire, what counts is what left: the bytes
- * the connection sent since the previous ping, beyond what answering a ping
- * and a SETTINGS frame sends; data a call wrote before a ping but that
+ * the connection sent since the previous ping, beyond the acknowledgements of
+ * the client's pings and SETTINGS frames (so a client cannot buy strikes off
+ * with SETTINGS); WINDOW_UPDATE frames go out only once half a window
+ * (32 KiB) of the client's data was read. Data a call wrote before a ping but
+ * that
  * left after it still counts. More than `maxStrikes` strikes end the
  * connection with GOAWAY `ENHANCE_YOUR_CALM` and the debug data
  * `too_many_pings`, which grpc-go clients read as "double your keepalive
@@ -49,21 +52,30 @@ export const defaultKeepalivePolicy: KeepalivePolicy = { minTimeMillis: 10_000, 
 export const tooManyPings = "too_many_pings"
 
 /**
- * Bytes a connection may send between two pings without that counting as
- * data: the acknowledgement of the ping (17) and of a SETTINGS frame (9).
- * Anything a call sends is more (a reply is at least a HEADERS and a DATA
- * frame of 9-byte headers each); WINDOW_UPDATE frames go out only once half
- * a window (32 KiB) of the client's data was read.
+ * Bytes the acknowledgement of a PING takes (a 9-byte frame header and 8
+ * bytes of data).
  *
  * @category models
  * @since 0.1.0
  */
-export const controlBytesAllowance = 26
+export const pingAckBytes = 17
+
+/**
+ * Bytes the acknowledgement of a SETTINGS frame takes.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const settingsAckBytes = 9
 
 /**
  * Counts a ping of `connection` received at `now` (milliseconds, monotonic),
  * when the connection had sent `bytesWritten` bytes in all; true when it is
- * one strike too many and the connection must end.
+ * one strike too many and the connection must end. Between two pings the
+ * server sends, beside data, at most the acknowledgement of the earlier ping
+ * and of the SETTINGS frames of this interval and the one before (an
+ * acknowledgement leaves just after the frame it answers was read, so it may
+ * fall in the next interval); only more than that counts as data.
  *
  * @category constructors
  * @since 0.1.0
@@ -74,11 +86,14 @@ export const recordPing = (
   now: number,
   bytesWritten: number
 ): boolean => {
-  const last = connection.lastPingAt
   const sent = bytesWritten - connection.bytesAtLastPing
-  connection.lastPingAt = now
+  const acknowledgements = pingAckBytes + settingsAckBytes * (connection.settings + connection.previousSettings)
+  const last = connection.lastPingAt
   connection.bytesAtLastPing = bytesWritten
-  if (sent > controlBytesAllowance) {
+  connection.previousSettings = connection.settings
+  connection.settings = 0
+  connection.lastPingAt = now
+  if (sent > acknowledgements) {
     connection.pingStrikes = 0
     return false
   }

@@ -1,7 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import fc from "fast-check"
 import { frame, MessageReader, type MessageSink } from "../../../../src/adapters/grpc/http2/framing.ts"
-import { unbudgetedMessageBytes } from "../../../../src/adapters/grpc/http2/RequestBudget.ts"
 
 /** A sink that keeps each message as `flag:hex`, and the reservations asked of it (granted up to `room` bytes). */
 const collect = (
@@ -13,7 +12,10 @@ const collect = (
   return {
     messages,
     reservations,
-    onMessage: (flag, payload) => messages.push(`${flag}:${payload.toString("hex")}`),
+    onMessage: (flag, payload) => {
+      messages.push(`${flag}:${payload.toString("hex")}`)
+      return true
+    },
     reserve: (bytes) => {
       reservations.push(bytes)
       if (bytes > left) return false
@@ -72,36 +74,51 @@ describe("framing", () => {
     assert.deepStrictEqual(sink.messages, ["0:01020304"])
   })
 
-  it("asks the sink to reserve a large message split over chunks before gathering it, and stops when refused", () => {
-    const large = unbudgetedMessageBytes + 1
-    const framed = frame(new Uint8Array(large).fill(7))
+  it("asks the sink to reserve a message split over chunks before gathering it, and stops when refused", () => {
+    const length = 3000
+    const framed = frame(new Uint8Array(length).fill(7))
     const granted = collect()
     const reader = new MessageReader(-1)
     assert.strictEqual(reader.read(framed.subarray(0, 3), granted), undefined)
     assert.deepStrictEqual(granted.reservations, [], "not before the prefix is whole")
     assert.strictEqual(reader.read(framed.subarray(3, 100), granted), undefined)
     assert.strictEqual(reader.read(framed.subarray(100), granted), undefined)
-    assert.deepStrictEqual(granted.reservations, [large])
-    assert.strictEqual(granted.messages.length, 1)
+    assert.deepStrictEqual(granted.reservations, [length])
+    assert.deepStrictEqual(granted.messages, [`0:${"07".repeat(length)}`])
 
-    const refused = collect(large - 1)
+    const refused = collect(length - 1)
     assert.deepStrictEqual(new MessageReader(-1).read(framed.subarray(0, 100), refused), {
       _tag: "OverBudget",
-      length: large
+      length
     })
     assert.deepStrictEqual(refused.messages, [])
   })
 
-  it("reserves nothing for a message that arrives whole, or for one of at most unbudgetedMessageBytes", () => {
+  it("reserves nothing for messages that arrive whole, and hands them over as views of the chunk", () => {
     const sink = collect(0)
-    const reader = new MessageReader(-1)
-    const whole = frame(new Uint8Array(unbudgetedMessageBytes + 10))
-    assert.strictEqual(reader.read(whole, sink), undefined)
-    const small = frame(new Uint8Array(unbudgetedMessageBytes))
-    assert.strictEqual(reader.read(small.subarray(0, 10), sink), undefined)
-    assert.strictEqual(reader.read(small.subarray(10), sink), undefined)
+    const chunk = Buffer.concat([frame(new Uint8Array(20_000)), frame(Uint8Array.of(1, 2))])
+    assert.strictEqual(new MessageReader(-1).read(chunk, sink), undefined)
     assert.deepStrictEqual(sink.reservations, [])
     assert.strictEqual(sink.messages.length, 2)
+  })
+
+  it("stops reading a chunk once the sink says the call is over, reserving nothing after", () => {
+    const reservations: Array<number> = []
+    let seen = 0
+    const stopping: MessageSink = {
+      onMessage: () => {
+        seen++
+        return false
+      },
+      reserve: (bytes) => {
+        reservations.push(bytes)
+        return true
+      }
+    }
+    const chunk = Buffer.concat([frame(Uint8Array.of(1)), frame(Uint8Array.of(2)), frame(new Uint8Array(4 << 20))])
+    assert.strictEqual(new MessageReader(-1).read(chunk.subarray(0, 20), stopping), undefined)
+    assert.strictEqual(seen, 1)
+    assert.deepStrictEqual(reservations, [])
   })
 
   it("is not idle in the middle of a message", () => {

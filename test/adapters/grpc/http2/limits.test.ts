@@ -101,6 +101,49 @@ describe("Http2Server limits", () => {
       ))
   })
 
+  describe("the request budget, for unfinished requests of any size", () => {
+    it("holds a whole message whose client does not end its request, and refuses the next past the budget", () =>
+      withServer(
+        async ({ server, port }) => {
+          const { session: opened } = await session(port)
+          try {
+            const first = send(opened, { path: unary, body: [message(Buffer.alloc(3000, 1))], end: false })
+            await until(() => server.stats.reservedBytes === 3000, "the waiting message is paid for")
+            const second = await send(opened, { path: unary, body: [message(Buffer.alloc(3000, 2))], end: false })
+              .response
+            assert.strictEqual(statusOf(second).code, grpc.status.UNAVAILABLE)
+            first.stream.end()
+            const answered = await first.response
+            assert.strictEqual(answered.messages[0]?.length, 3000)
+            await until(() => server.stats.reservedBytes === 0, "the answered call gives its bytes back")
+          } finally {
+            opened.close()
+          }
+        },
+        { requestBudgetBytes: 4000 }
+      ))
+
+    it("reserves nothing once a call is over, though its last chunk announces another large message", () =>
+      withServer(
+        async ({ server, port }) => {
+          const { session: opened } = await session(port)
+          try {
+            const prefix = Buffer.from([0, 0, 0x40, 0, 0]) // announces 4 MiB
+            for (let i = 0; i < 3; i++) {
+              const chunk = Buffer.concat([message("a"), message("b"), prefix])
+              const response = await send(opened, { path: unary, body: [chunk], end: false }).response
+              assert.strictEqual(statusOf(response).code, grpc.status.UNIMPLEMENTED, "a second request message")
+            }
+            await until(() => server.stats.reservedBytes === 0, "nothing is held")
+            assert.strictEqual(server.stats.overBudget, 0)
+          } finally {
+            opened.close()
+          }
+        },
+        { requestBudgetBytes: 5 * 1024 * 1024 }
+      ))
+  })
+
   describe("connections", () => {
     it("closes connections over the cap per address and in total as soon as they are accepted", () =>
       withServer(
@@ -162,6 +205,19 @@ describe("Http2Server limits", () => {
         { connections: { handshakeTimeoutMillis: 1000 }, keyPair: { current: pair, subscribe: () => () => {} } }
       )
     })
+
+    it("closes connections still being told apart or in their handshake when it stops", () =>
+      withServer(
+        async ({ server, port }) => {
+          const sniffing = await tcp(port)
+          sniffing.socket.write("PR")
+          const silent = await tcp(port)
+          await until(() => server.stats.connections === 2, "both are accepted")
+          server.forceShutdown()
+          await within(Promise.all([sniffing.closed, silent.closed]), 2000, "both are closed")
+        },
+        { fallback: () => {}, connections: { handshakeTimeoutMillis: 0 } }
+      ))
 
     it("sends a graceful GOAWAY to a session idle for longer than the limit, but not while a call is open", () =>
       withServer(
@@ -369,6 +425,64 @@ describe("Http2Server limits", () => {
           }
         },
         { fallback: site, keyPair: { current: pair, subscribe: () => () => {} } }
+      )
+    })
+
+    it("close an HTTP/1.1 connection that does not bring its request's headers in time, and idle ones at a stop", () =>
+      withServer(
+        async ({ server, port }) => {
+          const slow = await tcp(port)
+          slow.socket.write("GET / HTTP/1.1\r\nHost: x\r\n")
+          await within(slow.closed, 5000, "the slow client is cut off")
+          const agent = new http.Agent({ keepAlive: true })
+          const response = await new Promise<http.IncomingMessage>((resolve) =>
+            http.get({ host: "127.0.0.1", port, path: "/stats", agent }, resolve)
+          )
+          assert.strictEqual(await body(response), "site GET /stats over 1.1")
+          let stopped = false
+          server.tryShutdown(() => {
+            stopped = true
+          })
+          await until(() => stopped, "the stop completes though a keep-alive connection was open")
+          agent.destroy()
+        },
+        { fallback: site, connections: { handshakeTimeoutMillis: 500 } }
+      ))
+
+    it("keep an HTTPS connection that chose HTTP/1.1 past the handshake deadline while it is used", () => {
+      const pem = selfSigned("https-keepalive")
+      const pair = { certificate: Buffer.from(pem.certificate), privateKey: Buffer.from(pem.privateKey) }
+      return withServer(
+        async ({ server, port }) => {
+          const agent = new https.Agent({ keepAlive: true, maxSockets: 1 })
+          const sockets = new Set<unknown>()
+          for (let i = 0; i < 5; i++) {
+            const response = await new Promise<http.IncomingMessage>((resolve) =>
+              https.get(
+                {
+                  host: "127.0.0.1",
+                  port,
+                  path: "/stats",
+                  ca: pem.certificate,
+                  ALPNProtocols: ["http/1.1"],
+                  agent
+                } as https.RequestOptions,
+                resolve
+              )
+            )
+            sockets.add(response.socket)
+            assert.strictEqual(await body(response), "site GET /stats over 1.1")
+            await new Promise((resolve) => setTimeout(resolve, 150))
+          }
+          assert.strictEqual(sockets.size, 1, "one connection served every request")
+          assert.strictEqual(server.stats.handshakeTimeouts, 0)
+          agent.destroy()
+        },
+        {
+          fallback: site,
+          connections: { handshakeTimeoutMillis: 300 },
+          keyPair: { current: pair, subscribe: () => () => {} }
+        }
       )
     })
 
