@@ -13,8 +13,13 @@ import { memory } from "./support.ts"
 export interface SoakOptions {
   /** How long the writer writes (default 30m). */
   readonly durationMs: number
-  /** Period of the rows of the table and of the memory judgement; the first row is the warm-up (default 5m). */
+  /** Period of the rows of the table and of the memory judgement (default 5m). */
   readonly sampleMs: number
+  /**
+   * How long the warm-up lasts, a multiple of the sample (default a third of the duration, rounded down to
+   * samples, at least one): memory is judged against the highest of the window that ends it.
+   */
+  readonly warmupMs: number
   /** Period of the finer samples and of the generator's progress lines (default sample / 6, between 1 s and 10 s). */
   readonly reportMs: number
   /** Longest wait for the deliveries in flight once the writer stops (default 30s). */
@@ -76,9 +81,16 @@ export const parseOptions = (argv: ReadonlyArray<string>): SoakOptions => {
   const duration = durationMs("duration", text("duration") ?? "30m")
   const sample = durationMs("sample", text("sample") ?? "5m")
   const report = text("report")
+  const warmupText = text("warmup")
+  const warmup =
+    warmupText === undefined
+      ? Math.max(sample, Math.floor(duration / 3 / sample) * sample)
+      : durationMs("warmup", warmupText)
+  if (warmup % sample !== 0) throw new Error(`--warmup (${warmupText}) must be a multiple of --sample`)
   const options: SoakOptions = {
     durationMs: duration,
     sampleMs: sample,
+    warmupMs: warmup,
     reportMs: report === undefined ? Math.min(10_000, Math.max(1000, sample / 6)) : durationMs("report", report),
     drainMs: durationMs("drain", text("drain") ?? "30s"),
     watchers: count("watchers", 10_000),
