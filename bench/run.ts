@@ -19,6 +19,7 @@
  *   --only a,b           rows to run, of update,hello,watch,echo,core,handler,scale (default all)
  *   --out FILE           where to write the JSON (default bench/results/<timestamp>.json)
  *   --keep-logs          keep the servers' log files (printed at the end)
+ *   --ours-arg=FLAG      one more flag for our server (repeatable), e.g. --ours-arg=--keepalive-min-time=0
  *
  * Every process started here is killed at the end, also on failure.
  */
@@ -64,6 +65,7 @@ const numberOption = (name: string, fallback: number): number => {
 const allRows = ["update", "hello", "watch", "echo", "core", "handler", "scale"] as const
 type RowGroup = (typeof allRows)[number]
 const only = option("only")?.split(",") ?? [...allRows]
+const oursArgs = argv.filter((a) => a.startsWith("--ours-arg=")).map((a) => a.slice("--ours-arg=".length))
 for (const name of only) if (!(allRows as ReadonlyArray<string>).includes(name)) throw new Error(`--only: ${name}?`)
 const enabled = (group: RowGroup) => only.includes(group)
 
@@ -151,7 +153,7 @@ const spawnServer = async (impl: Impl, name: string, settings: ServerSettings = 
   ]
   const [command, args] =
     impl === "ours"
-      ? [process.execPath, ["scripts/start.mjs", ...common("--"), "--rate-limit-rps=0"]]
+      ? [process.execPath, ["scripts/start.mjs", ...common("--"), "--rate-limit-rps=0", ...oursArgs]]
       : [original, common("-")]
   const spawnedAt = epochMs()
   const child = track(spawn(command, args, { cwd: root, stdio: ["ignore", log, log] }))
