@@ -10,6 +10,7 @@ import { Duration, Effect, Exit, Layer, Logger, References, Scope } from "effect
 import * as GrpcServer from "../adapters/grpc/GrpcServer.ts"
 import type { FallbackListener } from "../adapters/grpc/http2/Http2Server.ts"
 import { defaultRequestBudgetBytes } from "../adapters/grpc/http2/RequestBudget.ts"
+import { defaultKeepalivePolicy } from "../adapters/grpc/http2/keepalive.ts"
 import * as Tls from "../adapters/grpc/tls.ts"
 import * as Readiness from "../adapters/http/Readiness.ts"
 import { FileSnapshotStore } from "../adapters/storage/index.ts"
@@ -64,7 +65,7 @@ const transportLimits = (config: ServiceConfig): GrpcServer.TransportLimits => {
       idleTimeoutMillis: Duration.toMillis(transport.idleTimeout),
       keepalive: Duration.isZero(transport.keepaliveMinTime)
         ? false
-        : { minTimeMillis: Duration.toMillis(transport.keepaliveMinTime), maxStrikes: 2 }
+        : { ...defaultKeepalivePolicy, minTimeMillis: Duration.toMillis(transport.keepaliveMinTime) }
     }
   }
 }

@@ -18,7 +18,7 @@
  * @since 0.1.0
  */
 import * as grpc from "@grpc/grpc-js"
-import { Clock, Context, Duration, Effect, Exit, Fiber, Layer, Schema, Scope } from "effect"
+import { Clock, Context, Duration, Effect, Exit, Fiber, Layer, Result, Schema, Scope } from "effect"
 import { ClusterApi } from "../../ports/ClusterApi.ts"
 import type { DiscoveryError } from "../../ports/DiscoveryError.ts"
 import { shuttingDownMessage, Unavailable } from "../../ports/DiscoveryError.ts"
@@ -315,7 +315,7 @@ export const register = (
         return
       }
       const address = callClientAddress(call, trust)
-      const handled = Effect.flatMap(Effect.fromResult(decoded), (message) => handler(message, address))
+      const handled = Result.isSuccess(decoded) ? handler(decoded.success, address) : Effect.fail(decoded.failure)
       const fiber = runFork(intercept(chain, { rpc, call, decoded, address }, handled))
       // Most calls finish synchronously inside runFork: reply at once, with no
       // bookkeeping for a fiber that can no longer be interrupted.

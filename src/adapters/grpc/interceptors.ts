@@ -1,16 +1,20 @@
 /**
  * The chain every call of the service goes through, as interceptors in the
- * Connect-ES sense: each wraps the call's effect with its concern and hands
- * it on, and the chain is an array, outermost first. The server's order is
- * the original's (PROTOCOL.md §3.2): the request log, the per-client rate
+ * Connect-ES sense: each adds its concern around the rest of the chain, and
+ * the chain is an array, outermost first. The server's order is the
+ * original's (PROTOCOL.md §3.2): the request log, the per-client rate
  * limiter, the metrics, then the handler; so a call the limiter refuses is
  * logged but not counted.
+ *
+ * An interceptor is hooks rather than a function of the inner effect: the
+ * chain runs every `start` synchronously and every `end` from one exit hook,
+ * so a call costs the same few Effect steps whatever the chain's length (a
+ * wrapper per concern cost about 5 µs of CPU per call on the server).
  *
  * @since 0.1.0
  */
 import * as grpc from "@grpc/grpc-js"
-import type { Effect } from "effect"
-import { Cause, Exit } from "effect"
+import { Cause, Effect, Exit } from "effect"
 import type { DiscoveryError } from "../../ports/DiscoveryError.ts"
 import type { RpcInfo } from "./ClusterService.ts"
 import type { DecodedRequest } from "./codec.ts"
@@ -47,18 +51,26 @@ export interface CallContext {
 }
 
 /**
- * One concern of the chain: wraps the effect of the rest of the chain.
+ * One concern of the chain. When the call reaches it, `admit` runs (an
+ * effect that must succeed before the rest of the chain: a wait, a
+ * refusal), then `start` (synchronous; what it returns is handed to `end`);
+ * once the call ended, `end` runs for every interceptor whose `start` ran,
+ * innermost first, and may return an effect to run then (a log line).
  *
  * @category models
  * @since 0.1.0
  */
-export interface Interceptor {
+export interface Interceptor<S = unknown> {
   readonly name: string
-  readonly around: <A>(context: CallContext, next: Effect.Effect<A, DiscoveryError>) => Effect.Effect<A, DiscoveryError>
+  admit?(context: CallContext): Effect.Effect<void, DiscoveryError> | undefined
+  start?(context: CallContext): S
+  end?(context: CallContext, exit: Exit.Exit<unknown, DiscoveryError>, started: S): Effect.Effect<void> | undefined
 }
 
 /**
- * `handler` wrapped by `interceptors`, the first one outermost.
+ * The effect of one call: `handler` inside `interceptors`, the first one
+ * outermost. The hooks of the interceptors that admit at once run now, so
+ * the effect is run once, for that call.
  *
  * @category constructors
  * @since 0.1.0
@@ -68,9 +80,34 @@ export const intercept = <A>(
   context: CallContext,
   handler: Effect.Effect<A, DiscoveryError>
 ): Effect.Effect<A, DiscoveryError> => {
-  let effect = handler
-  for (let i = interceptors.length - 1; i >= 0; i--) effect = interceptors[i]!.around(context, effect)
-  return effect
+  const count = interceptors.length
+  if (count === 0) return handler
+  const started: Array<unknown> = []
+  const enterFrom = (first: number): Effect.Effect<A, DiscoveryError> => {
+    for (let i = first; i < count; i++) {
+      const interceptor = interceptors[i]!
+      const admission = interceptor.admit?.(context)
+      if (admission !== undefined)
+        return Effect.andThen(
+          admission,
+          Effect.suspend(() => startFrom(i))
+        )
+      started.push(interceptor.start?.(context))
+    }
+    return handler
+  }
+  const startFrom = (i: number): Effect.Effect<A, DiscoveryError> => {
+    started.push(interceptors[i]!.start?.(context))
+    return enterFrom(i + 1)
+  }
+  return Effect.onExit(enterFrom(0), (exit) => {
+    let after: Effect.Effect<void> | undefined
+    for (let i = started.length - 1; i >= 0; i--) {
+      const effect = interceptors[i]!.end?.(context, exit, started[i])
+      if (effect !== undefined) after = after === undefined ? effect : Effect.andThen(after, effect)
+    }
+    return after ?? Effect.void
+  })
 }
 
 /**

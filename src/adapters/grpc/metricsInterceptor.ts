@@ -6,7 +6,6 @@
  */
 import * as grpc from "@grpc/grpc-js"
 import type { Clock, Context } from "effect"
-import { Effect } from "effect"
 import type { Interceptor } from "./interceptors.ts"
 import { statusOf } from "./interceptors.ts"
 
@@ -20,22 +19,22 @@ import { statusOf } from "./interceptors.ts"
  * @category constructors
  * @since 0.1.0
  */
-export const interceptor = (context: Context.Context<never>, clock: Clock.Clock): Interceptor => ({
+export const interceptor = (context: Context.Context<never>, clock: Clock.Clock): Interceptor<bigint> => ({
   name: "metrics",
-  around: (call, next) =>
-    Effect.suspend(() => {
-      const metrics = call.rpc.metrics
-      metrics.started.updateUnsafe(1, context)
-      metrics.received.updateUnsafe(1, context)
-      call.rpc.countRequest?.(call.decoded).updateUnsafe(1, context)
-      const startedAt = clock.monotonicTimeNanosUnsafe()
-      return Effect.onExit(next, (exit) => {
-        const status = statusOf(exit, call)
-        if (!call.rpc.streaming) metrics.sent.updateUnsafe(1, context)
-        const handled = metrics.handled[status.code] ?? metrics.handled[grpc.status.UNKNOWN]!
-        handled.updateUnsafe(1, context)
-        metrics.handlingSeconds.updateUnsafe(Number(clock.monotonicTimeNanosUnsafe() - startedAt) / 1e9, context)
-        return Effect.void
-      })
-    })
+  start: (call) => {
+    const metrics = call.rpc.metrics
+    metrics.started.updateUnsafe(1, context)
+    metrics.received.updateUnsafe(1, context)
+    call.rpc.countRequest?.(call.decoded).updateUnsafe(1, context)
+    return clock.monotonicTimeNanosUnsafe()
+  },
+  end: (call, exit, startedAt) => {
+    const metrics = call.rpc.metrics
+    const status = statusOf(exit, call)
+    if (!call.rpc.streaming) metrics.sent.updateUnsafe(1, context)
+    const handled = metrics.handled[status.code] ?? metrics.handled[grpc.status.UNKNOWN]!
+    handled.updateUnsafe(1, context)
+    metrics.handlingSeconds.updateUnsafe(Number(clock.monotonicTimeNanosUnsafe() - startedAt) / 1e9, context)
+    return undefined
+  }
 })

@@ -146,8 +146,6 @@ export const make = (options: RateLimitOptions = {}): Effect.Effect<RateLimiter,
  */
 export const interceptor = (limiter: RateLimiter): Interceptor => ({
   name: "rateLimit",
-  around: (context, next) =>
-    context.address === undefined
-      ? next
-      : Effect.andThen(limiter.take(limiterKey(context.address), timeLeft(context.call)), next)
+  admit: (context) =>
+    context.address === undefined ? undefined : limiter.take(limiterKey(context.address), timeLeft(context.call))
 })

@@ -23,23 +23,21 @@ import { goCodeNames } from "./metrics.ts"
  * @category constructors
  * @since 0.1.0
  */
-export const interceptor = (clock: Clock.Clock, failureLog: FailureLog | undefined): Interceptor => ({
+export const interceptor = (clock: Clock.Clock, failureLog: FailureLog | undefined): Interceptor<bigint> => ({
   name: "requestLog",
-  around: (context, next) => {
-    const startedAt = clock.monotonicTimeNanosUnsafe()
-    return Effect.onExit(next, (exit) => {
-      const status = statusOf(exit, context)
-      if (failureLog !== undefined && !failureLog.admitUnsafe(status.code, context.address)) return Effect.void
-      const annotations: Record<string, unknown> = {
-        "peer.address": formatIp(context.address),
-        code: goCodeNames[status.code] ?? String(status.code),
-        duration: Number(clock.monotonicTimeNanosUnsafe() - startedAt) / 1_000_000_000
-      }
-      const decoded = context.decoded
-      if (Result.isSuccess(decoded)) Object.assign(annotations, context.rpc.logFields(decoded.success))
-      if (status.code !== grpc.status.OK) annotations.error = status.details
-      const failed = Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)
-      return Effect.annotateLogs(Effect.logWithLevel(failed ? "Error" : "Info")(context.rpc.path), annotations)
-    })
+  start: () => clock.monotonicTimeNanosUnsafe(),
+  end: (context, exit, startedAt) => {
+    const status = statusOf(exit, context)
+    if (failureLog !== undefined && !failureLog.admitUnsafe(status.code, context.address)) return undefined
+    const annotations: Record<string, unknown> = {
+      "peer.address": formatIp(context.address),
+      code: goCodeNames[status.code] ?? String(status.code),
+      duration: Number(clock.monotonicTimeNanosUnsafe() - startedAt) / 1_000_000_000
+    }
+    const decoded = context.decoded
+    if (Result.isSuccess(decoded)) Object.assign(annotations, context.rpc.logFields(decoded.success))
+    if (status.code !== grpc.status.OK) annotations.error = status.details
+    const failed = Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)
+    return Effect.annotateLogs(Effect.logWithLevel(failed ? "Error" : "Info")(context.rpc.path), annotations)
   }
 })

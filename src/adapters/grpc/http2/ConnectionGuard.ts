@@ -13,7 +13,7 @@ import * as http2 from "node:http2"
 import type * as net from "node:net"
 import { acceptedConnectionOf, acceptedSocketOf, addressOf, Connection, connectionOf, tag } from "./Connection.ts"
 import type { KeepalivePolicy } from "./keepalive.ts"
-import { defaultKeepalivePolicy, recordPing, tooManyPings } from "./keepalive.ts"
+import { defaultKeepalivePolicy, recordPing, tooManyPings, watchFrom } from "./keepalive.ts"
 
 /**
  * The limits on connections; zero turns a deadline off.
@@ -88,6 +88,16 @@ function onSettings(this: http2.ServerHttp2Session): void {
 
 function onPing(this: GuardedSession): void {
   ;(this as GuardedSession)[kGuard]?.pinged(this)
+}
+
+const bytesWrittenOf = (session: http2.ServerHttp2Session): number =>
+  (session.socket as { readonly bytesWritten?: number } | undefined)?.bytesWritten ?? 0
+
+const watchPingsAgain = (session: http2.ServerHttp2Session): void => {
+  const connection = connectionOf(session)
+  if (connection === undefined || session.destroyed) return
+  watchFrom(connection, bytesWrittenOf(session))
+  session.on("ping", onPing)
 }
 
 const goawayData = Buffer.from(tooManyPings)
@@ -220,8 +230,12 @@ export class ConnectionGuard {
     const connection = connectionOf(session)
     const policy = this.limits.keepalive
     if (connection === undefined || policy === false || session.destroyed) return
-    const socket = session.socket as { readonly bytesWritten?: number } | undefined
-    if (!recordPing(connection, policy, performance.now(), socket?.bytesWritten ?? 0)) return
+    const verdict = recordPing(connection, policy, performance.now(), bytesWrittenOf(session))
+    if (verdict === "afterData") {
+      session.off("ping", onPing)
+      setTimeout(watchPingsAgain, policy.watchPauseMillis, session).unref()
+    }
+    if (verdict !== "tooMany") return
     this.#pingViolations++
     session.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM, session.state.lastProcStreamID ?? 0, goawayData)
     session.destroy()

@@ -3,7 +3,7 @@ import { Connection } from "../../../../src/adapters/grpc/http2/Connection.ts"
 import { recordPing } from "../../../../src/adapters/grpc/http2/keepalive.ts"
 import { protocolOf } from "../../../../src/adapters/grpc/http2/protocolSniffer.ts"
 
-const policy = { minTimeMillis: 10_000, maxStrikes: 2 }
+const policy = { minTimeMillis: 10_000, maxStrikes: 2, watchPauseMillis: 1000 }
 
 /**
  * Feeds pings at `instants` (ms) to a fresh connection. Before ping `i`, the server sends `dataBefore.get(i)`
@@ -24,7 +24,7 @@ const verdicts = (
     written += unacknowledged + (dataBefore.get(i) ?? 0)
     const verdict = recordPing(connection, policy, now, written)
     unacknowledged = 17 + 9 * settings
-    return verdict
+    return verdict === "tooMany"
   })
 }
 
@@ -45,6 +45,13 @@ describe("keepalive policy", () => {
       [4, 14]
     ])
     assert.deepStrictEqual(verdicts([0, 1, 2, 3, 4, 5], data), [false, false, false, false, false, false])
+  })
+
+  it("tells a ping that follows data from one that does not", () => {
+    const connection = new Connection("1.2.3.4", 0)
+    assert.strictEqual(recordPing(connection, policy, 0, 200), "afterData")
+    assert.strictEqual(recordPing(connection, policy, 1, 200 + 17), "counted")
+    assert.strictEqual(recordPing(connection, policy, 2, 200 + 17 + 17 + 5), "afterData")
   })
 
   it("does not count the acknowledgements of pings and SETTINGS frames as data, however many SETTINGS come", () => {

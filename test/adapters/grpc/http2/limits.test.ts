@@ -262,7 +262,25 @@ describe("Http2Server limits", () => {
           await within(closed, 2000, "the session closes")
           assert.strictEqual(server.stats.pingViolations, 1)
         },
-        { connections: { keepalive: { minTimeMillis: 60_000, maxStrikes: 2 } } }
+        { connections: { keepalive: { minTimeMillis: 60_000, maxStrikes: 2, watchPauseMillis: 200 } } }
+      ))
+
+    it("looks at pings again after its pause following data, so pings flooded after a call are still sent away", () =>
+      withServer(
+        async ({ server, port }) => {
+          const { session: opened, closed } = await session(port)
+          const goaway = goawayOf(opened)
+          assert.strictEqual(statusOf(await send(opened, { path: unary, body: [message("x")] }).response).code, 0)
+          await ping(opened)
+          const pauseEnds = Date.now() + 200
+          while (Date.now() < pauseEnds) await ping(opened)
+          assert.isFalse(opened.closed, "pings during the pause are answered without a look")
+          for (let i = 0; i < 4 && !opened.closed; i++) opened.ping(() => {})
+          assert.strictEqual((await within(goaway, 2000, "the session is sent away")).data, "too_many_pings")
+          await within(closed, 2000, "the session closes")
+          assert.strictEqual(server.stats.pingViolations, 1)
+        },
+        { connections: { keepalive: { minTimeMillis: 60_000, maxStrikes: 2, watchPauseMillis: 200 } } }
       ))
 
     it("counts no strike for a ping that follows data the server sent, and answers every ping when turned off", async () => {
@@ -277,7 +295,7 @@ describe("Http2Server limits", () => {
           assert.strictEqual(server.stats.pingViolations, 0)
           opened.close()
         },
-        { connections: { keepalive: { minTimeMillis: 60_000, maxStrikes: 2 } } }
+        { connections: { keepalive: { minTimeMillis: 60_000, maxStrikes: 2, watchPauseMillis: 200 } } }
       )
       await withServer(
         async ({ server, port }) => {
