@@ -6,3 +6,4 @@
 export * from "./ClusterApi.ts"
 export * from "./DiscoveryError.ts"
 export * from "./SnapshotStore.ts"
+export * from "./StateBackend.ts"

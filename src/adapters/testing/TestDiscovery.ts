@@ -33,12 +33,12 @@ export const layer = (options: DiscoveryServer.ServerOptions = {}): Layer.Layer<
 export const advance = (duration: Duration.Input): Effect.Effect<void> => TestClock.adjust(duration)
 
 /**
- * Runs one GC pass now, at the test clock's current time.
+ * Runs one GC pass now, at the test clock's current time; a backend that
+ * fails it fails the test (as a defect).
  *
  * @category testing
  * @since 0.1.0
  */
-export const runGc: Effect.Effect<GcReport, never, ClusterState> = Effect.flatMap(
-  ClusterState,
-  (state) => state.collectGarbage
+export const runGc: Effect.Effect<GcReport, never, ClusterState> = Effect.flatMap(ClusterState, (state) =>
+  Effect.orDie(state.collectGarbage)
 )

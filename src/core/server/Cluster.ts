@@ -6,11 +6,10 @@
  * @since 0.1.0
  */
 import type { AffiliateView, WatchDelta, WatchSink } from "../../ports/ClusterApi.ts"
-import { lostUpdateMessage, SubscriptionLost } from "../../ports/DiscoveryError.ts"
 import type { Affiliate } from "./Affiliate.ts"
+import { fanOut } from "./fanOut.ts"
 import type { ClusterEntry, PackedAffiliates } from "./snapshotFormat.ts"
 
-const lostUpdate = new SubscriptionLost({ message: lostUpdateMessage })
 const noSinks: ReadonlyArray<WatchSink> = []
 
 /**
@@ -120,13 +119,6 @@ export class Cluster implements ClusterEntry {
   }
 
   private publish(event: WatchDelta): void {
-    const sinks = this.sinks!
-    for (const watcher of sinks) {
-      if (!watcher.offer(event)) {
-        sinks.delete(watcher)
-        this.release()
-        watcher.end(lostUpdate)
-      }
-    }
+    fanOut(this.sinks!, event, this.release)
   }
 }

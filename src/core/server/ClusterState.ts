@@ -18,8 +18,11 @@ import type {
 } from "../../ports/ClusterApi.ts"
 import type { InvalidArgument, ResourceExhausted, SubscriptionLost } from "../../ports/DiscoveryError.ts"
 import { shuttingDownMessage, Unavailable } from "../../ports/DiscoveryError.ts"
+import type { StateBackendShape } from "../../ports/StateBackend.ts"
+import { StateBackend } from "../../ports/StateBackend.ts"
 import type { GcReport, StoreCaps, StoreStats } from "./ClusterStore.ts"
 import { ClusterStore, defaultCaps } from "./ClusterStore.ts"
+import * as MemoryBackend from "./MemoryBackend.ts"
 import { Limits } from "./limits.ts"
 import type { EncodedSnapshot, SkippedRange, SnapshotContents } from "./SnapshotCodec.ts"
 import * as SnapshotCodec from "./SnapshotCodec.ts"
@@ -61,9 +64,13 @@ export interface SnapshotImport {
 export class ClusterState extends Context.Service<
   ClusterState,
   {
-    readonly update: (request: AffiliateUpdateRequest) => Effect.Effect<void, InvalidArgument | ResourceExhausted>
-    readonly delete: (request: AffiliateDeleteRequest) => Effect.Effect<void, InvalidArgument>
-    readonly list: (request: ClusterRequest) => Effect.Effect<ReadonlyArray<AffiliateView>, InvalidArgument>
+    readonly update: (
+      request: AffiliateUpdateRequest
+    ) => Effect.Effect<void, InvalidArgument | ResourceExhausted | Unavailable>
+    readonly delete: (request: AffiliateDeleteRequest) => Effect.Effect<void, InvalidArgument | Unavailable>
+    readonly list: (
+      request: ClusterRequest
+    ) => Effect.Effect<ReadonlyArray<AffiliateView>, InvalidArgument | Unavailable>
     readonly watch: (request: ClusterRequest) => StreamT.Stream<WatchEvent, WatchError>
     /**
      * A watch in push form: registers `sink` until the scope closes and returns
@@ -73,7 +80,7 @@ export class ClusterState extends Context.Service<
       request: ClusterRequest,
       sink: WatchSink
     ) => Effect.Effect<WatchSnapshot, Exclude<WatchError, SubscriptionLost>, Scope.Scope>
-    readonly collectGarbage: Effect.Effect<GcReport>
+    readonly collectGarbage: Effect.Effect<GcReport, Unavailable>
     readonly stats: Effect.Effect<StoreStats>
     /** The whole state as snapshot bytes, TTLs measured from the clock's now, in one consistent step. */
     readonly exportSnapshot: Effect.Effect<EncodedSnapshot>
@@ -108,45 +115,81 @@ export class ClusterState extends Context.Service<
       ClusterState,
       Effect.suspend(() => make({ ...defaultCaps, ...caps }))
     )
+
+  /**
+   * The state on the `StateBackend` of the context (a shared one, such as
+   * Redis). Snapshot files are the memory backend's: a shared state is moved
+   * with its backend's own export and import.
+   */
+  static readonly layerOnBackend: Layer.Layer<ClusterState, never, StateBackend> = Layer.effect(
+    ClusterState,
+    Effect.flatMap(StateBackend, (backend) => makeOn(backend, undefined))
+  )
 }
 
 const shuttingDown = new Unavailable({ message: shuttingDownMessage })
 
 /**
- * Builds the cluster state service; open watches end with Unavailable when the
- * scope closes.
+ * Builds the cluster state service on the memory backend; open watches end
+ * with Unavailable when the scope closes.
  *
  * @category constructors
  * @since 0.1.0
  */
-export const make = Effect.fnUntraced(function* (caps: StoreCaps) {
-  const store = new ClusterStore(caps)
+export const make = (caps: StoreCaps) =>
+  Effect.suspend(() => {
+    const store = new ClusterStore(caps)
+    return makeOn(MemoryBackend.make(store), store)
+  })
+
+/**
+ * Snapshot files need the state in this process: they are made from, and
+ * read into, the memory backend's engine.
+ */
+const noLocalState = () =>
+  Effect.die(new Error("snapshot files are made from the memory backend; a shared state has its own export"))
+
+/**
+ * Builds the cluster state service on `backend`, with snapshot files when
+ * `store` (the memory backend's engine) is given; open watches end with
+ * Unavailable when the scope closes.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const makeOn = Effect.fnUntraced(function* (backend: StateBackendShape, store: ClusterStore | undefined) {
   let closed = false
   yield* Effect.addFinalizer(() =>
     Effect.sync(() => {
       closed = true
-      store.closeWatches((sink) => sink.end(shuttingDown))
+      backend.closeWatches((sink) => sink.end(shuttingDown))
     })
   )
 
+  const withStore = <A, E, R>(use: (store: ClusterStore) => Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    store === undefined ? noLocalState() : use(store)
+
   const update = (request: AffiliateUpdateRequest) =>
     Effect.flatMap(validateUpdate(request), () =>
-      Clock.clockWith((clock) => {
-        const expiresAt = clock.currentTimeMillisUnsafe() + Duration.toMillis(request.ttl)
-        const failure = store.update(request, expiresAt)
-        return failure === undefined ? Effect.void : Effect.fail(failure)
-      })
+      Clock.clockWith((clock) =>
+        backend.update(request, clock.currentTimeMillisUnsafe() + Duration.toMillis(request.ttl))
+      )
     )
 
   const subscribe = (request: ClusterRequest, sink: WatchSink) =>
     Effect.flatMap(validateClusterId(request.clusterId), () =>
       Effect.acquireRelease(
-        Effect.suspend((): Effect.Effect<WatchSnapshot, ResourceExhausted | Unavailable> => {
-          if (closed) return Effect.fail(shuttingDown)
-          const result = store.subscribe(request.clusterId, sink)
-          return "revision" in result ? Effect.succeed({ _tag: "Snapshot", ...result }) : Effect.fail(result)
-        }),
-        () => Effect.sync(() => store.unsubscribe(request.clusterId, sink))
+        Effect.suspend(
+          (): Effect.Effect<WatchSnapshot, ResourceExhausted | Unavailable> =>
+            closed
+              ? Effect.fail(shuttingDown)
+              : Effect.map(backend.subscribe(request.clusterId, sink), (subscription) => ({
+                  _tag: "Snapshot",
+                  revision: subscription.revision,
+                  affiliates: subscription.affiliates
+                }))
+        ),
+        () => backend.unsubscribe(request.clusterId, sink)
       )
     )
 
@@ -165,37 +208,43 @@ export const make = Effect.fnUntraced(function* (caps: StoreCaps) {
   return ClusterState.of({
     update,
     delete: (request) =>
-      Effect.map(validateAffiliateIds(request.clusterId, request.affiliateId), () => store.delete(request)),
-    list: (request) => Effect.map(validateClusterId(request.clusterId), () => store.list(request.clusterId)),
+      Effect.flatMap(validateAffiliateIds(request.clusterId, request.affiliateId), () => backend.delete(request)),
+    list: (request) => Effect.flatMap(validateClusterId(request.clusterId), () => backend.list(request.clusterId)),
     watch,
     subscribe,
-    collectGarbage: Clock.clockWith((clock) =>
-      Effect.sync(() => store.collectGarbage(clock.currentTimeMillisUnsafe()))
+    collectGarbage: Clock.clockWith((clock) => backend.collectGarbage(clock.currentTimeMillisUnsafe())),
+    stats: backend.stats,
+    exportSnapshot: withStore((store) =>
+      Clock.clockWith((clock) =>
+        Effect.sync(() => SnapshotCodec.encode(store.snapshotEntries(), clock.currentTimeMillisUnsafe()))
+      )
     ),
-    stats: Effect.sync(() => store.stats()),
-    exportSnapshot: Clock.clockWith((clock) =>
-      Effect.sync(() => SnapshotCodec.encode(store.snapshotEntries(), clock.currentTimeMillisUnsafe()))
-    ),
-    snapshotPieces: Clock.clockWith((clock) =>
-      Effect.sync(() => SnapshotCodec.encodePieces(store.snapshotEntries(), clock.currentTimeMillisUnsafe()))
+    snapshotPieces: withStore((store) =>
+      Clock.clockWith((clock) =>
+        Effect.sync(() => SnapshotCodec.encodePieces(store.snapshotEntries(), clock.currentTimeMillisUnsafe()))
+      )
     ),
     importSnapshot: (bytes) =>
-      Clock.clockWith((clock) =>
-        Effect.sync(() => {
-          const now = clock.currentTimeMillisUnsafe()
-          return restoreSnapshot(store, SnapshotCodec.decode(bytes, now), now)
-        })
+      withStore((store) =>
+        Clock.clockWith((clock) =>
+          Effect.sync(() => {
+            const now = clock.currentTimeMillisUnsafe()
+            return restoreSnapshot(store, SnapshotCodec.decode(bytes, now), now)
+          })
+        )
       ),
     importSnapshotFrom: (read) =>
-      Clock.clockWith((clock) =>
-        Effect.suspend(() => {
-          const now = clock.currentTimeMillisUnsafe()
-          const decoder = new SnapshotCodec.SnapshotDecoder(now)
-          return Effect.map(
-            read((bytes, final) => decoder.feed(bytes, 0, bytes.length, final)),
-            (found) => (found ? Option.some(restoreSnapshot(store, decoder.result(), now)) : Option.none())
-          )
-        })
+      withStore((store) =>
+        Clock.clockWith((clock) =>
+          Effect.suspend(() => {
+            const now = clock.currentTimeMillisUnsafe()
+            const decoder = new SnapshotCodec.SnapshotDecoder(now)
+            return Effect.map(
+              read((bytes, final) => decoder.feed(bytes, 0, bytes.length, final)),
+              (found) => (found ? Option.some(restoreSnapshot(store, decoder.result(), now)) : Option.none())
+            )
+          })
+        )
       )
   })
 })

@@ -12,26 +12,24 @@ import type {
   WatchSink
 } from "../../ports/ClusterApi.ts"
 import { ResourceExhausted } from "../../ports/DiscoveryError.ts"
+import type { GcReport, StateCaps, StoreStats, Subscription } from "../../ports/StateBackend.ts"
 import { Affiliate, type AffiliateEntry } from "./Affiliate.ts"
 import { Cluster } from "./Cluster.ts"
-import { Limits } from "./limits.ts"
+import { LimitMessages, Limits } from "./limits.ts"
 import type { PackedAffiliates } from "./snapshotFormat.ts"
 
 const isPacked = (affiliates: Iterable<AffiliateEntry> | PackedAffiliates): affiliates is PackedAffiliates =>
   typeof (affiliates as Partial<PackedAffiliates>).unpack === "function"
 
+export type { GcReport, StoreStats, Subscription } from "../../ports/StateBackend.ts"
+
 /**
- * Global caps that protect the process from unbounded growth.
+ * The global caps (see `StateCaps`).
  *
  * @category models
  * @since 0.1.0
  */
-export interface StoreCaps {
-  /** Most clusters held at once. */
-  readonly maxClusters: number
-  /** Most watches open at once. */
-  readonly maxWatches: number
-}
+export type StoreCaps = StateCaps
 
 /**
  * The default caps: one million clusters, one hundred thousand watches.
@@ -40,31 +38,6 @@ export interface StoreCaps {
  * @since 0.1.0
  */
 export const defaultCaps: StoreCaps = { maxClusters: 1_000_000, maxWatches: 100_000 }
-
-/**
- * What one garbage collection pass removed and what is left.
- *
- * @category models
- * @since 0.1.0
- */
-export interface GcReport {
-  readonly removedClusters: number
-  readonly removedAffiliates: number
-  readonly trimmedAffiliates: number
-}
-
-/**
- * Counts of what the store holds.
- *
- * @category models
- * @since 0.1.0
- */
-export interface StoreStats {
-  readonly clusters: number
-  readonly affiliates: number
-  readonly endpoints: number
-  readonly watches: number
-}
 
 /**
  * What `restore` put back: what was kept, and what had already expired and
@@ -80,21 +53,10 @@ export interface RestoreReport {
   readonly expiredEndpoints: number
 }
 
-/**
- * A watch registration: the snapshot taken when it was made.
- *
- * @category models
- * @since 0.1.0
- */
-export interface Subscription {
-  readonly revision: number
-  readonly affiliates: ReadonlyArray<AffiliateView>
-}
-
-const tooManyAffiliates = () => new ResourceExhausted({ message: "too many affiliates in the cluster" })
-const tooManyEndpoints = () => new ResourceExhausted({ message: "too many endpoints in the affiliate" })
-const tooManyClusters = () => new ResourceExhausted({ message: "too many clusters" })
-const tooManyWatches = () => new ResourceExhausted({ message: "too many watches" })
+const tooManyAffiliates = () => new ResourceExhausted({ message: LimitMessages.tooManyAffiliates })
+const tooManyEndpoints = () => new ResourceExhausted({ message: LimitMessages.tooManyEndpoints })
+const tooManyClusters = () => new ResourceExhausted({ message: LimitMessages.tooManyClusters })
+const tooManyWatches = () => new ResourceExhausted({ message: LimitMessages.tooManyWatches })
 
 /**
  * All clusters of the service, with the merge, delete, watch and expiry rules.

@@ -26,8 +26,10 @@ export interface ServerOptions {
   readonly gcInterval?: Duration.Input | "disabled"
   /** Redirect every client to this endpoint (default: none). */
   readonly redirectEndpoint?: string
-  /** Global caps on clusters and watches. */
+  /** Global caps on clusters and watches (of the default state in memory). */
   readonly caps?: Partial<StoreCaps>
+  /** The cluster state (default: in memory, with `caps`), e.g. `ClusterState.layerOnBackend` over Redis. */
+  readonly state?: Layer.Layer<ClusterState> | undefined
 }
 
 /**
@@ -70,6 +72,6 @@ export const layer = (options: ServerOptions = {}): Layer.Layer<ClusterApi | Clu
   const gcInterval = options.gcInterval ?? "1 minute"
   const gc = gcInterval === "disabled" ? Layer.empty : GarbageCollector.layer(gcInterval)
   return Layer.mergeAll(api, gc).pipe(
-    Layer.provideMerge(options.caps ? ClusterState.layerWith(options.caps) : ClusterState.layer)
+    Layer.provideMerge(options.state ?? (options.caps ? ClusterState.layerWith(options.caps) : ClusterState.layer))
   )
 }

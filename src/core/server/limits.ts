@@ -21,3 +21,17 @@ export const Limits = {
   affiliateEndpointsMax: 64,
   watchBuffer: 32
 } as const
+
+/**
+ * The messages of the RESOURCE_EXHAUSTED errors a cap or limit gives, as the
+ * original words them; every backend uses these.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const LimitMessages = {
+  tooManyAffiliates: "too many affiliates in the cluster",
+  tooManyEndpoints: "too many endpoints in the affiliate",
+  tooManyClusters: "too many clusters",
+  tooManyWatches: "too many watches"
+} as const

@@ -1,0 +1,117 @@
+/**
+ * Where the cluster state lives: the port behind the core's `ClusterState`.
+ * The core keeps the protocol's rules that need no stored state (validation,
+ * the clock, shutdown, watch buffers); a backend stores the affiliates,
+ * applies each change atomically with the merge rules and limits of
+ * PROTOCOL.md, gives it the next revision of its cluster, and hands every
+ * change to the watchers it registered, in revision order. The memory
+ * backend (the core's synchronous engine) is the default; a remote one (Redis)
+ * may fail any operation with `Unavailable`.
+ *
+ * @since 0.1.0
+ */
+import type { Effect } from "effect"
+import { Context } from "effect"
+import type { AffiliateDeleteRequest, AffiliateUpdateRequest, AffiliateView, WatchSink } from "./ClusterApi.ts"
+import type { ResourceExhausted, Unavailable } from "./DiscoveryError.ts"
+
+/**
+ * Global caps that protect the service from unbounded growth.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface StateCaps {
+  /** Most clusters held at once (all instances together on a shared backend). */
+  readonly maxClusters: number
+  /** Most watches open at once (per instance). */
+  readonly maxWatches: number
+}
+
+/**
+ * What one garbage collection pass removed.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface GcReport {
+  readonly removedClusters: number
+  readonly removedAffiliates: number
+  readonly trimmedAffiliates: number
+}
+
+/**
+ * Counts of what the state holds; `watches` are this instance's.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface StoreStats {
+  readonly clusters: number
+  readonly affiliates: number
+  readonly endpoints: number
+  readonly watches: number
+}
+
+/**
+ * The snapshot a new watch starts from: the cluster's revision and its
+ * affiliates at that revision. `epoch` names the sequence of revisions it
+ * belongs to, on backends that can lose and renumber them.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Subscription {
+  readonly revision: number
+  readonly affiliates: ReadonlyArray<AffiliateView>
+  readonly epoch?: string | undefined
+}
+
+/**
+ * The operations of a state backend. Requests are already validated; times
+ * are milliseconds since the epoch, read from the core's clock (never the
+ * backend's), so `TestClock` drives every expiry.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface StateBackendShape {
+  /** Applies an AffiliateUpdate expiring at `expiresAt`, whole or not at all; a change no one can see is not one. */
+  readonly update: (
+    request: AffiliateUpdateRequest,
+    expiresAt: number
+  ) => Effect.Effect<void, ResourceExhausted | Unavailable>
+  /** Removes an affiliate if it exists. */
+  readonly delete: (request: AffiliateDeleteRequest) => Effect.Effect<void, Unavailable>
+  /** Every affiliate of a cluster (none for an unknown cluster, which is not created). */
+  readonly list: (clusterId: string) => Effect.Effect<ReadonlyArray<AffiliateView>, Unavailable>
+  /**
+   * Registers `sink` for the cluster's changes and returns the snapshot it
+   * starts from: every change after that revision is offered to `sink`, in
+   * order, until `unsubscribe` or until `sink.end` (a sink that refuses a
+   * change is ended with SubscriptionLost).
+   */
+  readonly subscribe: (
+    clusterId: string,
+    sink: WatchSink
+  ) => Effect.Effect<Subscription, ResourceExhausted | Unavailable>
+  /** Ends a watch registered by `subscribe` (its slot may already be free if it was cut off). */
+  readonly unsubscribe: (clusterId: string, sink: WatchSink) => Effect.Effect<void>
+  /** Removes what has expired at `now`, announcing each change once. */
+  readonly collectGarbage: (now: number) => Effect.Effect<GcReport, Unavailable>
+  /**
+   * Counts what the state holds, synchronously (metrics read it in a scrape):
+   * a remote backend answers with the counts of its last pass over the state.
+   */
+  readonly stats: Effect.Effect<StoreStats>
+  /** Ends every open watch of this instance with `end` (shutdown). */
+  readonly closeWatches: (end: (sink: WatchSink) => void) => void
+}
+
+/**
+ * The state backend of a service.
+ *
+ * @category services
+ * @since 0.1.0
+ */
+export class StateBackend extends Context.Service<StateBackend, StateBackendShape>()("talos-discovery/StateBackend") {}
