@@ -192,7 +192,7 @@ describe("Http2Server limits", () => {
           )
           served.session.close()
         },
-        { connections: { handshakeTimeoutMillis: 1000 } }
+        { connections: { handshakeTimeoutMillis: 2000 } }
       )
       const pem = selfSigned("handshake")
       const pair = { certificate: Buffer.from(pem.certificate), privateKey: Buffer.from(pem.privateKey) }

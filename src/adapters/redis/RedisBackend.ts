@@ -1,0 +1,286 @@
+/**
+ * The Redis backend: the `StateBackend` port over Redis 7.0 (or Valkey), so
+ * several instances share one state. Each change is one Lua script
+ * (`scripts.ts`); watches are served by the instance's `ChangeFeed`; expiry
+ * is a sweep any instance may run, announced once whoever runs it. Every
+ * failure to reach Redis is `Unavailable` with a message that says so.
+ *
+ * Standalone Redis only for now: the scripts also keep the instance-wide
+ * index of clusters and the counts, which a Redis Cluster would hold in
+ * other slots.
+ *
+ * @since 0.1.0
+ */
+import { randomUUID } from "node:crypto"
+import type { Scope } from "effect"
+import { Effect, Layer } from "effect"
+import { LimitMessages, Limits } from "../../core/server/limits.ts"
+import type { AffiliateView } from "../../ports/ClusterApi.ts"
+import { ResourceExhausted, Unavailable } from "../../ports/DiscoveryError.ts"
+import type { GcReport, StateCaps, StateBackendShape, StoreStats } from "../../ports/StateBackend.ts"
+import { StateBackend } from "../../ports/StateBackend.ts"
+import { ChangeFeed, type MirrorStart } from "./ChangeFeed.ts"
+import { keyspace } from "./keys.ts"
+import { viewOf } from "./record.ts"
+import type { RedisOptions, Reply } from "./RedisConnection.ts"
+import { RedisConnection, script } from "./RedisConnection.ts"
+import * as Scripts from "./scripts.ts"
+
+/**
+ * How the backend keeps the state.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface RedisBackendOptions extends RedisOptions {
+  /** Prefix of every key (default `discovery:`), so several services can share one Redis. */
+  readonly keyPrefix?: string | undefined
+  /** Caps on clusters (all instances) and watches (this instance). */
+  readonly caps: StateCaps
+  /** Changes kept in each cluster's log (default 1000; trimmed approximately, never below this). */
+  readonly logLength?: number | undefined
+  /** How long a cluster without affiliates keeps its revisions, in milliseconds (default 1 hour). */
+  readonly emptyRetentionMillis?: number | undefined
+}
+
+/**
+ * The port, plus what an operator or a test asks of the Redis backend.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface RedisStateBackend extends StateBackendShape {
+  /** True while both connections to Redis are up. */
+  readonly ready: () => boolean
+  /** Clusters held now, asked of Redis: those with affiliates, and the empty ones watched on this instance. */
+  readonly clusterCount: Effect.Effect<number, Unavailable>
+}
+
+const scripts = {
+  update: script(Scripts.update),
+  remove: script(Scripts.remove),
+  snapshot: script(Scripts.snapshot),
+  sweep: script(Scripts.sweep),
+  touch: script(Scripts.touch)
+}
+
+/** Affiliates one sweep script looks at, at most. */
+const sweepBatch = 128
+
+/** Clusters one GC pass asks the index for at a time. */
+const indexBatch = 1000
+
+const limitErrors: Record<string, ResourceExhausted> = {
+  "LIMIT clusters": new ResourceExhausted({ message: LimitMessages.tooManyClusters }),
+  "LIMIT affiliates": new ResourceExhausted({ message: LimitMessages.tooManyAffiliates }),
+  "LIMIT endpoints": new ResourceExhausted({ message: LimitMessages.tooManyEndpoints })
+}
+const tooManyWatches = new ResourceExhausted({ message: LimitMessages.tooManyWatches })
+
+const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error))
+
+/**
+ * The error a failed Redis call becomes: a limit a script refused, or
+ * UNAVAILABLE naming what went wrong.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const failureOf = (error: unknown): ResourceExhausted | Unavailable => {
+  if (error instanceof ResourceExhausted || error instanceof Unavailable) return error
+  const message = messageOf(error)
+  return limitErrors[message] ?? new Unavailable({ message: `state backend unavailable: ${message}` })
+}
+
+const attempt = <A>(run: () => Promise<A>): Effect.Effect<A, ResourceExhausted | Unavailable> =>
+  Effect.tryPromise({ try: run, catch: failureOf })
+
+const unavailableOnly = <A>(run: () => Promise<A>): Effect.Effect<A, Unavailable> =>
+  Effect.tryPromise({
+    try: run,
+    catch: (error) => {
+      const failure = failureOf(error)
+      return failure instanceof Unavailable ? failure : new Unavailable({ message: failure.message })
+    }
+  })
+
+const affiliatesOf = (pairs: Reply): Map<string, AffiliateView> => {
+  const affiliates = new Map<string, AffiliateView>()
+  const list = pairs as ReadonlyArray<Buffer>
+  for (let i = 0; i + 1 < list.length; i += 2) {
+    const id = list[i]!.toString("utf8")
+    affiliates.set(id, viewOf(id, list[i + 1]!))
+  }
+  return affiliates
+}
+
+/**
+ * The backend on Redis, connected for the scope's life: two connections (one
+ * for commands, one that blocks reading change logs). It waits for them up to
+ * the connect timeout, then starts whether or not Redis answers: calls fail
+ * with UNAVAILABLE until it does.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBackend, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const keys = keyspace(options.keyPrefix ?? "discovery:")
+    const logLength = String(options.logLength ?? 1000)
+    const retention = String(options.emptyRetentionMillis ?? 3_600_000)
+    const epoch = randomUUID()
+    const commands = new RedisConnection(options, "discovery-commands")
+    const reader = new RedisConnection(options, "discovery-watch-reader")
+    const load = async (clusterId: string): Promise<MirrorStart> => {
+      const reply = (await commands.run(scripts.snapshot, keys.cluster(clusterId).all, [
+        epoch,
+        retention,
+        clusterId,
+        String(options.caps.maxClusters)
+      ])) as ReadonlyArray<Reply>
+      return { revision: Number(String(reply[0])), epoch: String(reply[1]), affiliates: affiliatesOf(reply[2]!) }
+    }
+    const feed = new ChangeFeed({ reader, commands, load, keysOf: keys.cluster })
+    let stats: StoreStats = { clusters: 0, affiliates: 0, endpoints: 0, watches: 0 }
+
+    yield* Effect.acquireRelease(
+      Effect.promise(() => {
+        const connected = Promise.all([commands.connect(), reader.connect()]).catch(() => undefined)
+        feed.run().catch(() => undefined)
+        const waited = options.connectTimeoutMillis ?? 5000
+        return Promise.race([connected, new Promise((resolve) => setTimeout(resolve, waited).unref())])
+      }),
+      () =>
+        Effect.sync(() => {
+          feed.close(() => undefined)
+          commands.close()
+          reader.close()
+        })
+    )
+
+    const refreshStats = async (): Promise<void> => {
+      const [clusters, counts] = (await Promise.all([
+        commands.send(["ZCARD", keys.index]),
+        commands.send(["HMGET", keys.counts, "affiliates", "endpoints"])
+      ])) as [number, ReadonlyArray<Buffer | null>]
+      stats = {
+        clusters,
+        affiliates: Number(counts[0]?.toString() ?? 0),
+        endpoints: Number(counts[1]?.toString() ?? 0),
+        watches: 0
+      }
+    }
+
+    const sweepCluster = async (clusterId: string, now: number): Promise<[number, number, boolean]> => {
+      let removed = 0
+      let trimmed = 0
+      let emptied = false
+      for (;;) {
+        const reply = (await commands.run(scripts.sweep, keys.cluster(clusterId).all, [
+          clusterId,
+          String(now),
+          String(sweepBatch),
+          epoch,
+          logLength,
+          retention
+        ])) as ReadonlyArray<number>
+        removed += reply[0]!
+        trimmed += reply[1]!
+        emptied ||= reply[3] === 1
+        if (reply[2] !== 1) return [removed, trimmed, emptied]
+      }
+    }
+
+    const collectGarbage = async (now: number): Promise<GcReport> => {
+      let removedClusters = 0
+      let removedAffiliates = 0
+      let trimmedAffiliates = 0
+      for (;;) {
+        const due = (await commands.send([
+          "ZRANGE",
+          keys.index,
+          "-inf",
+          String(now),
+          "BYSCORE",
+          "LIMIT",
+          "0",
+          String(indexBatch)
+        ])) as ReadonlyArray<Buffer>
+        for (const id of due) {
+          const [removed, trimmed, emptied] = await sweepCluster(id.toString("utf8"), now)
+          removedAffiliates += removed
+          trimmedAffiliates += trimmed
+          if (emptied) removedClusters++
+        }
+        if (due.length < indexBatch) break
+      }
+      for (const watched of feed.watched()) {
+        const current = await commands.run(scripts.touch, watched.keys.all, [retention])
+        feed.epochSeen(watched.clusterId, String(current))
+      }
+      await refreshStats()
+      return { removedClusters, removedAffiliates, trimmedAffiliates }
+    }
+
+    return {
+      ready: () => commands.ready && reader.ready,
+      clusterCount: unavailableOnly(async () => Number(await commands.send(["ZCARD", keys.index])) + feed.emptyWatched),
+      update: (request, expiresAt) =>
+        attempt(() =>
+          commands.run(scripts.update, keys.cluster(request.clusterId).all, [
+            request.clusterId,
+            request.affiliateId,
+            String(expiresAt),
+            request.data !== undefined && request.data.length > 0 ? "1" : "0",
+            request.data === undefined
+              ? ""
+              : Buffer.from(request.data.buffer, request.data.byteOffset, request.data.length),
+            String(Limits.clusterAffiliatesMax),
+            String(Limits.affiliateEndpointsMax),
+            String(options.caps.maxClusters),
+            epoch,
+            logLength,
+            retention,
+            ...request.endpoints.map((blob) => Buffer.from(blob.buffer, blob.byteOffset, blob.length))
+          ])
+        ).pipe(Effect.asVoid),
+      delete: (request) =>
+        unavailableOnly(() =>
+          commands.run(scripts.remove, keys.cluster(request.clusterId).all, [
+            request.clusterId,
+            request.affiliateId,
+            epoch,
+            logLength,
+            retention
+          ])
+        ).pipe(Effect.asVoid),
+      list: (clusterId) =>
+        unavailableOnly(async () => [
+          ...affiliatesOf(await commands.send(["HGETALL", keys.cluster(clusterId).affiliates])).values()
+        ]),
+      subscribe: (clusterId, sink) =>
+        Effect.flatMap(
+          Effect.tryPromise({
+            try: (signal) =>
+              feed.watches >= options.caps.maxWatches
+                ? Promise.reject(tooManyWatches)
+                : feed.subscribe(clusterId, sink, signal),
+            catch: failureOf
+          }),
+          (subscription) => (subscription === undefined ? Effect.interrupt : Effect.succeed(subscription))
+        ),
+      unsubscribe: (clusterId, sink) => Effect.sync(() => feed.unsubscribe(clusterId, sink)),
+      collectGarbage: (now) => unavailableOnly(() => collectGarbage(now)),
+      stats: Effect.sync(() => ({ ...stats, clusters: stats.clusters + feed.emptyWatched, watches: feed.watches })),
+      closeWatches: (end) => feed.close(end)
+    }
+  })
+
+/**
+ * The backend as a layer of `StateBackend`.
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export const layer = (options: RedisBackendOptions): Layer.Layer<StateBackend> =>
+  Layer.effect(StateBackend, make(options))

@@ -1,0 +1,63 @@
+/**
+ * The key names of the Redis backend. Every key of one cluster carries the
+ * hash tag `{<clusterId>}`, so a Redis Cluster keeps them in one slot and a
+ * script may touch them all; braces and `%` in a cluster ID are escaped, so
+ * the tag is always the whole ID.
+ *
+ * @since 0.1.0
+ */
+
+/**
+ * The keys of one cluster, in the order the scripts take them (see
+ * `scripts.ts`), with the instance-wide index and counters last.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ClusterKeys {
+  readonly affiliates: string
+  readonly dueTimes: string
+  readonly meta: string
+  readonly log: string
+  /** All keys, as a script's KEYS. */
+  readonly all: ReadonlyArray<string>
+}
+
+const escapeBraces = (clusterId: string): string =>
+  /[{}%]/.test(clusterId)
+    ? clusterId.replace(/[{}%]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)
+    : clusterId
+
+/**
+ * The key names under `prefix`.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const keyspace = (prefix: string) => {
+  const index = `${prefix}clusters`
+  const counts = `${prefix}counts`
+  return {
+    /** The sorted set of clusters by the next time something in them is due. */
+    index,
+    /** The hash of affiliate and endpoint counts. */
+    counts,
+    /** The keys of one cluster. */
+    cluster: (clusterId: string): ClusterKeys => {
+      const base = `${prefix}{${escapeBraces(clusterId)}}:`
+      const affiliates = `${base}a`
+      const dueTimes = `${base}x`
+      const meta = `${base}m`
+      const log = `${base}s`
+      return { affiliates, dueTimes, meta, log, all: [affiliates, dueTimes, meta, log, index, counts] }
+    }
+  }
+}
+
+/**
+ * The key names of a backend.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type Keyspace = ReturnType<typeof keyspace>

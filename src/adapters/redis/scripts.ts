@@ -1,0 +1,313 @@
+/**
+ * The Lua scripts of the Redis backend. Each change of a cluster is one
+ * script, so it is atomic: it checks every limit before it writes anything,
+ * applies the merge rules of PROTOCOL.md §2.3 (the same as the memory
+ * backend's `Affiliate.merge`), gives the change the next revision of its
+ * cluster and appends it to the cluster's change log (a stream whose entry
+ * IDs are `0-<revision>`). Only Redis 7.0 commands, so Valkey runs them too.
+ *
+ * Keys of one cluster share the hash tag `{<clusterId>}` (see `keys.ts`).
+ * Every script takes the same keys: the affiliates (a hash of records), their
+ * next due times (a sorted set), the cluster's meta (a hash: revision and
+ * epoch), its change log, then the instance-wide index of clusters by next
+ * due time and the counters of affiliates and endpoints.
+ *
+ * A record is `>dHH` (expiry, data length, endpoint count), the data, then
+ * for each endpoint `>dH` (expiry, length) and its bytes; times are
+ * milliseconds since the epoch, as the core's clock gives them.
+ *
+ * @since 0.1.0
+ */
+
+/** Decoding and encoding of records, and the bookkeeping every change shares. */
+const prelude = `
+local A, X, M, S, INDEX, COUNTS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+
+local function decode(record)
+  local exp, dlen, n, pos = struct.unpack('>dHH', record)
+  local data = string.sub(record, pos, pos + dlen - 1)
+  pos = pos + dlen
+  local eps = {}
+  for i = 1, n do
+    local e, len, p = struct.unpack('>dH', record, pos)
+    eps[i] = { d = string.sub(record, p, p + len - 1), e = e }
+    pos = p + len
+  end
+  return { exp = exp, data = data, eps = eps }
+end
+
+local function encode(aff)
+  local parts = { struct.pack('>dHH', aff.exp, #aff.data, #aff.eps), aff.data }
+  for i, ep in ipairs(aff.eps) do
+    parts[#parts + 1] = struct.pack('>dH', ep.e, #ep.d)
+    parts[#parts + 1] = ep.d
+  end
+  return table.concat(parts)
+end
+
+-- When the sweeper must look at the affiliate again: its own expiry (it goes
+-- once strictly past) or its earliest endpoint expiry (gone once reached).
+local function due(aff)
+  local at = aff.exp
+  for _, ep in ipairs(aff.eps) do if ep.e < at then at = ep.e end end
+  return at
+end
+
+-- Scores keep every digit (Lua would print 14), counts skip zero (Lua prints -0).
+local function score(x) return string.format('%.17g', x) end
+
+local function count(field, n)
+  if n ~= 0 then redis.call('HINCRBY', COUNTS, field, n) end
+end
+
+local function reindex(cid)
+  local first = redis.call('ZRANGE', X, 0, 0, 'WITHSCORES')
+  if first[2] then redis.call('ZADD', INDEX, first[2], cid) else redis.call('ZREM', INDEX, cid) end
+end
+
+-- A cluster whose meta is gone (never made, or expired) starts a new epoch
+-- and a new log: its revisions count from 1 again.
+local function revision(epoch)
+  if redis.call('HSETNX', M, 'epoch', epoch) == 1 then redis.call('DEL', S) end
+  return redis.call('HINCRBY', M, 'rev', 1)
+end
+
+local function log(rev, maxlen, aid, record)
+  if record then
+    redis.call('XADD', S, 'MAXLEN', '~', maxlen, '0-' .. rev, 'a', aid, 'r', record)
+  else
+    redis.call('XADD', S, 'MAXLEN', '~', maxlen, '0-' .. rev, 'a', aid)
+  end
+end
+
+-- A cluster without affiliates keeps its meta and log for a while (its
+-- watchers' revisions stay valid); one with affiliates keeps them for good.
+local function retain(retention)
+  if redis.call('HLEN', A) == 0 then
+    redis.call('PEXPIRE', M, retention)
+    redis.call('PEXPIRE', S, retention)
+  else
+    redis.call('PERSIST', M)
+    redis.call('PERSIST', S)
+  end
+end
+`
+
+/**
+ * AffiliateUpdate. ARGV: cluster ID, affiliate ID, expiry, 1 when data is
+ * given (non-empty), data, max affiliates, max endpoints, max clusters,
+ * epoch for a new cluster, log length, retention of an empty cluster (ms),
+ * then the endpoints. Returns the new revision, 0 when nothing a watcher can
+ * see changed, or an error reply `LIMIT <which>` having written nothing.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const update = `${prelude}
+local cid, aid, exp = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local hasData, data = ARGV[4] == '1', ARGV[5]
+local maxAffiliates, maxEndpoints, maxClusters = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local epoch, maxlen, retention = ARGV[9], ARGV[10], ARGV[11]
+local first = 12
+
+local record = redis.call('HGET', A, aid)
+local aff
+local created = false
+if record then
+  aff = decode(record)
+else
+  local count = redis.call('HLEN', A)
+  if count == 0 and not redis.call('ZSCORE', INDEX, cid) and redis.call('ZCARD', INDEX) >= maxClusters then
+    return redis.error_reply('LIMIT clusters')
+  end
+  if count >= maxAffiliates then return redis.error_reply('LIMIT affiliates') end
+  aff = { exp = -math.huge, data = '', eps = {} }
+  created = true
+end
+
+local stored = {}
+for i, ep in ipairs(aff.eps) do stored[ep.d] = i end
+local added, seen = {}, {}
+for i = first, #ARGV do
+  local blob = ARGV[i]
+  if not stored[blob] and not seen[blob] then
+    seen[blob] = true
+    added[#added + 1] = blob
+  end
+end
+if #aff.eps + #added > maxEndpoints then return redis.error_reply('LIMIT endpoints') end
+
+local changed = created
+if hasData then
+  if data ~= aff.data then
+    aff.data = data
+    changed = true
+  end
+  aff.exp = exp
+end
+for i = first, #ARGV do
+  local at = stored[ARGV[i]]
+  if at and aff.eps[at].e < exp then aff.eps[at].e = exp end
+end
+for _, blob in ipairs(added) do
+  aff.eps[#aff.eps + 1] = { d = blob, e = exp }
+  changed = true
+end
+if aff.exp < exp then aff.exp = exp end
+
+record = encode(aff)
+redis.call('HSET', A, aid, record)
+redis.call('ZADD', X, score(due(aff)), aid)
+reindex(cid)
+if created then count('affiliates', 1) end
+count('endpoints', #added)
+if not changed then return 0 end
+local rev = revision(epoch)
+log(rev, maxlen, aid, record)
+retain(retention)
+return rev
+`
+
+/**
+ * AffiliateDelete. ARGV: cluster ID, affiliate ID, epoch for a new cluster,
+ * log length, retention of an empty cluster (ms). Returns the new revision,
+ * or 0 when the affiliate did not exist.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const remove = `${prelude}
+local cid, aid, epoch, maxlen, retention = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local record = redis.call('HGET', A, aid)
+if not record then return 0 end
+local aff = decode(record)
+redis.call('HDEL', A, aid)
+redis.call('ZREM', X, aid)
+reindex(cid)
+count('affiliates', -1)
+count('endpoints', -#aff.eps)
+local rev = revision(epoch)
+log(rev, maxlen, aid, nil)
+retain(retention)
+return rev
+`
+
+/**
+ * The snapshot a watch starts from, in one step: revision, epoch, then the
+ * affiliates as ID and record pairs. A cluster without meta gets it (revision
+ * 0, this epoch), so the revisions its watchers count from stay valid;
+ * watching a cluster that does not exist fails as creating one would when
+ * the cap on clusters is reached. ARGV: epoch for a new cluster, retention
+ * of an empty cluster (ms), cluster ID, max clusters.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const snapshot = `${prelude}
+local cid, maxClusters = ARGV[3], tonumber(ARGV[4])
+if redis.call('HLEN', A) == 0 and not redis.call('ZSCORE', INDEX, cid) and redis.call('ZCARD', INDEX) >= maxClusters then
+  return redis.error_reply('LIMIT clusters')
+end
+if redis.call('HSETNX', M, 'epoch', ARGV[1]) == 1 then redis.call('DEL', S) end
+redis.call('HSETNX', M, 'rev', 0)
+retain(ARGV[2])
+local meta = redis.call('HMGET', M, 'rev', 'epoch')
+return { meta[1], meta[2], redis.call('HGETALL', A) }
+`
+
+/**
+ * One sweep of a cluster at `now`: removes the affiliates whose expiry is
+ * strictly past and the endpoints whose expiry is reached, at most `limit`
+ * affiliates, each change logged once. Several instances may sweep the same
+ * cluster at once: each looks again inside the script, so an expiry is
+ * applied and announced exactly once. ARGV: cluster ID, now, limit, epoch
+ * for a new cluster, log length, retention of an empty cluster (ms).
+ * Returns removed and trimmed affiliates, 1 when more may be due, and 1 when
+ * the sweep removed the cluster's last affiliate.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const sweep = `${prelude}
+local cid, now, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local epoch, maxlen, retention = ARGV[4], ARGV[5], ARGV[6]
+local ids = redis.call('ZRANGE', X, '-inf', now, 'BYSCORE', 'LIMIT', 0, limit)
+local removed, trimmed = 0, 0
+for _, aid in ipairs(ids) do
+  local record = redis.call('HGET', A, aid)
+  if not record then
+    redis.call('ZREM', X, aid)
+  else
+    local aff = decode(record)
+    if aff.exp < now then
+      redis.call('HDEL', A, aid)
+      redis.call('ZREM', X, aid)
+      count('affiliates', -1)
+      count('endpoints', -#aff.eps)
+      log(revision(epoch), maxlen, aid, nil)
+      removed = removed + 1
+    else
+      local kept = {}
+      for _, ep in ipairs(aff.eps) do if ep.e > now then kept[#kept + 1] = ep end end
+      if #kept < #aff.eps then
+        count('endpoints', #kept - #aff.eps)
+        aff.eps = kept
+        record = encode(aff)
+        redis.call('HSET', A, aid, record)
+        log(revision(epoch), maxlen, aid, record)
+        trimmed = trimmed + 1
+      end
+      redis.call('ZADD', X, score(due(aff)), aid)
+    end
+  end
+end
+reindex(cid)
+if removed + trimmed > 0 then retain(retention) end
+return { removed, trimmed, #ids == limit and 1 or 0, (removed > 0 and redis.call('HLEN', A) == 0) and 1 or 0 }
+`
+
+/**
+ * Keeps the meta and log of a cluster this instance watches while it has no
+ * affiliates, and tells its epoch (empty when the meta is gone). ARGV:
+ * retention of an empty cluster (ms).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const touch = `${prelude}
+retain(ARGV[1])
+return redis.call('HGET', M, 'epoch') or ''
+`
+
+/**
+ * Puts a cluster read from a snapshot file into Redis, unless Redis already
+ * holds affiliates of it (then it returns -1 and writes nothing, as the
+ * memory backend skips a cluster it holds). Each affiliate is one logged
+ * change, so a watcher of the empty cluster sees them arrive. ARGV: cluster
+ * ID, epoch for a new cluster, log length, retention of an empty cluster
+ * (ms), max clusters, then affiliate ID and record pairs.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const restore = `${prelude}
+local cid, epoch, maxlen, retention, maxClusters = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+if redis.call('HLEN', A) > 0 then return -1 end
+if not redis.call('ZSCORE', INDEX, cid) and redis.call('ZCARD', INDEX) >= maxClusters then
+  return redis.error_reply('LIMIT clusters')
+end
+local restored = 0
+for i = 6, #ARGV - 1, 2 do
+  local aid, record = ARGV[i], ARGV[i + 1]
+  local aff = decode(record)
+  redis.call('HSET', A, aid, record)
+  redis.call('ZADD', X, score(due(aff)), aid)
+  count('affiliates', 1)
+  count('endpoints', #aff.eps)
+  log(revision(epoch), maxlen, aid, record)
+  restored = restored + 1
+end
+reindex(cid)
+retain(retention)
+return restored
+`

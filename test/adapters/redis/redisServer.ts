@@ -1,0 +1,75 @@
+/**
+ * A real `redis-server` for tests: started on a free loopback port in a
+ * temporary folder, without persistence, and stopped (by PID) when done.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { mkdtempSync, rmSync } from "node:fs"
+import * as net from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+
+/** A running Redis started by a test. */
+export interface RedisServer {
+  readonly port: number
+  readonly url: string
+  readonly process: ChildProcess
+  /** Stops the server (SIGKILL with `kill`, else SIGTERM) and waits for it to exit. */
+  readonly stop: (kill?: boolean) => Promise<void>
+  /** Starts it again on the same port and folder (after `stop`). */
+  readonly restart: () => Promise<RedisServer>
+}
+
+/** A port that was free a moment ago. */
+export const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as net.AddressInfo
+      server.close(() => resolve(port))
+    })
+  })
+
+const answers = (port: number): Promise<boolean> =>
+  new Promise((resolve) => {
+    const socket = net.connect(port, "127.0.0.1")
+    socket.once("connect", () => socket.write("PING\r\n"))
+    socket.once("data", (data) => {
+      socket.destroy()
+      resolve(data.toString().startsWith("+PONG"))
+    })
+    socket.once("error", () => resolve(false))
+  })
+
+const launch = async (port: number, dir: string, extra: ReadonlyArray<string>): Promise<RedisServer> => {
+  const child = spawn(
+    "redis-server",
+    ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no", ...extra],
+    { stdio: "ignore" }
+  )
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
+  for (let i = 0; i < 200 && !(await answers(port)); i++) {
+    if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode}`)
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+  const stop = async (kill = false) => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(kill ? "SIGKILL" : "SIGTERM")
+    await exited
+  }
+  return { port, url: `redis://127.0.0.1:${port}`, process: child, stop, restart: () => launch(port, dir, extra) }
+}
+
+/** Starts a Redis server; `extra` flags go to `redis-server`. */
+export const startRedis = async (
+  extra: ReadonlyArray<string> = []
+): Promise<RedisServer & { cleanup(): Promise<void> }> => {
+  const dir = mkdtempSync(join(tmpdir(), "discovery-redis-"))
+  const server = await launch(await freePort(), dir, extra)
+  return {
+    ...server,
+    cleanup: async () => {
+      await server.stop()
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }
+}
