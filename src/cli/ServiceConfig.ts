@@ -13,6 +13,8 @@ import type { Duration } from "effect"
  * @since 0.1.0
  */
 export interface ServiceConfig {
+  /** Where the cluster state lives: in this process, or shared on Redis/Valkey by several instances. */
+  readonly state: StateConfig
   /** gRPC listen address as `host:port`; an empty host listens on every interface. */
   readonly addr: string
   readonly gcInterval: Duration.Duration
@@ -59,3 +61,21 @@ export interface ServiceConfig {
       }
     | false
 }
+
+/**
+ * Where the cluster state lives.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type StateConfig =
+  | { readonly _tag: "Memory" }
+  | {
+      readonly _tag: "Redis"
+      /** `redis://` or `rediss://` URL. */
+      readonly url: string
+      /** The password, when it comes from an environment variable rather than the URL. */
+      readonly password: string | undefined
+      /** Prefix of every key. */
+      readonly keyPrefix: string
+    }

@@ -75,7 +75,31 @@ const positiveInt = (name: string, fallback: number) =>
  * @category flags
  * @since 0.1.0
  */
+/** A string flag with a default. */
+const text = (name: string, fallback: string, description: string) =>
+  Flag.String(name).pipe(Flag.withDescription(description), Flag.withDefault(fallback))
+
 export const flags = {
+  state: Flag.String("state").pipe(
+    Flag.withDescription(
+      "where the cluster state lives: memory (this process, saved to the snapshot file) or redis://[user:password@]host:port[/db] (rediss:// for TLS), shared by every instance started with the same URL; snapshot files are then off (default memory)"
+    ),
+    Flag.withDefault("memory"),
+    Flag.filter(
+      (value) => value === "memory" || /^rediss?:\/\/./.test(value),
+      (value) => `--state must be memory or a redis:// or rediss:// URL, got ${JSON.stringify(value)}`
+    )
+  ),
+  statePasswordEnv: text(
+    "state-password-env",
+    "",
+    "name of an environment variable holding the Redis password, so it stays out of the command line; empty uses the URL's (default empty)"
+  ),
+  stateKeyPrefix: text(
+    "state-key-prefix",
+    "discovery:",
+    "prefix of every Redis key, so several services can share one Redis (default discovery:)"
+  ),
   addr: Flag.String("addr").pipe(
     Flag.withDescription("gRPC listen address (host:port); an empty host listens on every interface (default :3000)"),
     Flag.withDefault(":3000")
@@ -135,16 +159,12 @@ export const flags = {
   snapshotInterval: goDuration("snapshot-interval", "10m").pipe(
     Flag.withDescription("period between snapshot saves, as a Go duration (default 10m)")
   ),
-  certificatePath: Flag.String("certificate-path").pipe(
-    Flag.withDescription(
-      "PEM certificate for TLS, reloaded when it changes; needs --key-path (default: plaintext h2c)"
-    ),
-    Flag.withDefault("")
+  certificatePath: text(
+    "certificate-path",
+    "",
+    "PEM certificate for TLS, reloaded when it changes; needs --key-path (default: plaintext h2c)"
   ),
-  keyPath: Flag.String("key-path").pipe(
-    Flag.withDescription("PEM private key for TLS, reloaded when it changes; needs --certificate-path"),
-    Flag.withDefault("")
-  ),
+  keyPath: text("key-path", "", "PEM private key for TLS, reloaded when it changes; needs --certificate-path"),
   rateLimitRps: Flag.Finite("rate-limit-rps").pipe(
     Flag.withDescription("requests per second each client address may make; 0 turns rate limiting off (default 15)"),
     Flag.withDefault(15),
@@ -282,7 +302,15 @@ export const make = <E, R>(serve: (config: ServiceConfig) => Effect.Effect<void,
   Command.make("discovery-service", { ...flags, ...pendingFlags }, (parsed): Effect.Effect<void, E | Error, R> => {
     const problems = refusals(parsed)
     if (problems.length > 0) return Effect.fail(new Error(problems.join("\n")))
+    const password = parsed.statePasswordEnv === "" ? undefined : process.env[parsed.statePasswordEnv]
+    if (parsed.statePasswordEnv !== "" && password === undefined) {
+      return Effect.fail(new Error(`--state-password-env: ${parsed.statePasswordEnv} is not set`))
+    }
     return serve({
+      state:
+        parsed.state === "memory"
+          ? { _tag: "Memory" }
+          : { _tag: "Redis", url: parsed.state, password, keyPrefix: parsed.stateKeyPrefix },
       addr: parsed.addr,
       gcInterval: parsed.gcInterval,
       redirectEndpoint: parsed.redirectEndpoint,

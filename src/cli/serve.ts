@@ -14,7 +14,7 @@ import { defaultKeepalivePolicy } from "../adapters/grpc/http2/keepalive.ts"
 import * as Tls from "../adapters/grpc/tls.ts"
 import * as Readiness from "../adapters/http/Readiness.ts"
 import { FileSnapshotStore } from "../adapters/storage/index.ts"
-import type { ClusterState } from "../core/server/ClusterState.ts"
+import { ClusterState } from "../core/server/ClusterState.ts"
 import * as DiscoveryServer from "../core/server/DiscoveryServer.ts"
 import { SnapshotService } from "../core/server/SnapshotService.ts"
 import { lazySite } from "./grpcPortSite.ts"
@@ -108,13 +108,41 @@ const loadHttpListeners = (config: ServiceConfig): Effect.Effect<typeof HttpList
 
 const noHttpPorts: Effect.Effect<HttpListeners.HttpPorts> = Effect.succeed({ landing: undefined, metrics: undefined })
 
+/** A URL without its password, for logs. */
+const redacted = (url: string): string => url.replace(/\/\/([^:@/]*):[^@/]*@/, "//$1:***@")
+
+/**
+ * The cluster state of `config`: in memory (the default state of
+ * `DiscoveryServer.layer`), or on Redis, whose backend is loaded only then.
+ */
+const stateLayer = (config: ServiceConfig): Layer.Layer<ClusterState> | undefined => {
+  const state = config.state
+  if (state._tag === "Memory") return undefined
+  return ClusterState.layerOnBackend.pipe(
+    Layer.provide(
+      Layer.unwrap(
+        Effect.map(
+          Effect.promise(() => import("../adapters/redis/RedisBackend.ts")),
+          (RedisBackend) =>
+            RedisBackend.layer({
+              url: state.url,
+              password: state.password,
+              keyPrefix: state.keyPrefix,
+              caps: { maxClusters: config.maxClusters, maxWatches: config.maxWatches }
+            })
+        )
+      )
+    )
+  )
+}
+
 /**
  * Snapshot load (when built) and saves (periodic, and final after the server
  * stopped). The stop budgets (3 s gRPC, 0.5 s per HTTP listener, 4 s final save)
  * stay under the 10 s limit of `main.ts`.
  */
 const snapshotLayer = (config: ServiceConfig, started: () => boolean): Layer.Layer<never, never, ClusterState> =>
-  config.snapshotsEnabled
+  config.snapshotsEnabled && config.state._tag === "Memory"
     ? SnapshotService.layer({
         interval: config.snapshotInterval,
         finalSaveTimeout: "4 seconds",
@@ -137,6 +165,8 @@ const serveWith = (config: ServiceConfig, http: typeof HttpListeners | undefined
   return Effect.gen(function* () {
     const server = yield* serverOn(config, yield* lazySite(config))
     started = true
+    const state = yield* ClusterState
+    yield* Effect.flatMap(Readiness.Readiness, (readiness) => readiness.requires(state.available))
     yield* Readiness.readyUntilClosed
     const httpPorts = yield* http?.ports ?? noHttpPorts
     yield* Effect.logInfo("discovery service listening").pipe(
@@ -147,7 +177,13 @@ const serveWith = (config: ServiceConfig, http: typeof HttpListeners | undefined
         metrics_port: httpPorts.metrics,
         landing_addr: config.landingAddr,
         metrics_addr: config.metricsAddr,
-        snapshots: config.snapshotsEnabled ? config.snapshotPath : "disabled",
+        state: config.state._tag === "Memory" ? "memory" : redacted(config.state.url),
+        snapshots:
+          config.state._tag === "Redis"
+            ? "off (the state is in Redis)"
+            : config.snapshotsEnabled
+              ? config.snapshotPath
+              : "disabled",
         tls: config.certificatePath !== "",
         rate_limit: config.rateLimit === false ? "off" : `${config.rateLimit.rate}/s burst ${config.rateLimit.burst}`,
         gc_interval: Duration.format(config.gcInterval),
@@ -177,7 +213,8 @@ const serveWith = (config: ServiceConfig, http: typeof HttpListeners | undefined
               reportClientIp: !config.disableClientIpReporting,
               gcInterval: config.gcInterval,
               redirectEndpoint: config.redirectEndpoint,
-              caps: { maxClusters: config.maxClusters, maxWatches: config.maxWatches }
+              caps: { maxClusters: config.maxClusters, maxWatches: config.maxWatches },
+              state: stateLayer(config)
             })
           )
         ),

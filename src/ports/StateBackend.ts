@@ -106,6 +106,8 @@ export interface StateBackendShape {
   readonly stats: Effect.Effect<StoreStats>
   /** Ends every open watch of this instance with `end` (shutdown). */
   readonly closeWatches: (end: (sink: WatchSink) => void) => void
+  /** Whether the backend can serve right now (a remote one: connected); absent means always. */
+  readonly available?: (() => boolean) | undefined
 }
 
 /**

@@ -21,8 +21,10 @@ export class Readiness extends Context.Service<
     readonly markReady: Effect.Effect<void>
     /** Reports not ready from now on (shutting down, or not started). */
     readonly markNotReady: Effect.Effect<void>
-    /** The current state. */
+    /** The current state: marked ready, and every condition holds. */
     readonly isReady: Effect.Effect<boolean>
+    /** Adds a condition readiness needs from now on (a shared state backend being reachable). */
+    readonly requires: (condition: () => boolean) => Effect.Effect<void>
   }
 >()("talos-discovery/http/Readiness") {
   /** A fresh signal, not ready until `markReady`. */
@@ -38,13 +40,15 @@ export class Readiness extends Context.Service<
  * @category constructors
  * @since 0.1.0
  */
-export const make: Effect.Effect<Context.Service.Shape<typeof Readiness>> = Effect.map(Ref.make(false), (ready) =>
-  Readiness.of({
+export const make: Effect.Effect<Context.Service.Shape<typeof Readiness>> = Effect.map(Ref.make(false), (ready) => {
+  const conditions: Array<() => boolean> = []
+  return Readiness.of({
     markReady: Ref.set(ready, true),
     markNotReady: Ref.set(ready, false),
-    isReady: Ref.get(ready)
+    isReady: Effect.map(Ref.get(ready), (marked) => marked && conditions.every((condition) => condition())),
+    requires: (condition) => Effect.sync(() => void conditions.push(condition))
   })
-)
+})
 
 /**
  * Marks the service ready until the current scope closes, then not ready. Call

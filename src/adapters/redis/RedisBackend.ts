@@ -224,6 +224,7 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
 
     return {
       ready: () => commands.ready && reader.ready,
+      available: () => commands.ready && reader.ready,
       clusterCount: unavailableOnly(async () => Number(await commands.send(["ZCARD", keys.index])) + feed.emptyWatched),
       update: (request, expiresAt) =>
         attempt(() =>

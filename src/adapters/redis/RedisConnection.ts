@@ -23,6 +23,8 @@ export interface RedisOptions {
   readonly password?: string | undefined
   /** Longest wait for a connection, in milliseconds (default 5000). */
   readonly connectTimeoutMillis?: number | undefined
+  /** Reconnect after a failure, with backoff (default true); a one-shot tool fails instead. */
+  readonly reconnect?: boolean | undefined
 }
 
 /**
@@ -74,7 +76,8 @@ export class RedisConnection {
       disableOfflineQueue: true,
       socket: {
         connectTimeout: options.connectTimeoutMillis ?? 5000,
-        reconnectStrategy: (retries: number) => Math.min(50 * 2 ** Math.min(retries, 6), 2000)
+        reconnectStrategy:
+          options.reconnect === false ? false : (retries: number) => Math.min(50 * 2 ** Math.min(retries, 6), 2000)
       }
     })
     this.#client.on("error", (error: Error) => {

@@ -81,6 +81,8 @@ export class ClusterState extends Context.Service<
       sink: WatchSink
     ) => Effect.Effect<WatchSnapshot, Exclude<WatchError, SubscriptionLost>, Scope.Scope>
     readonly collectGarbage: Effect.Effect<GcReport, Unavailable>
+    /** Whether the state can be served right now (false while a shared backend is unreachable). */
+    readonly available: () => boolean
     readonly stats: Effect.Effect<StoreStats>
     /** The whole state as snapshot bytes, TTLs measured from the clock's now, in one consistent step. */
     readonly exportSnapshot: Effect.Effect<EncodedSnapshot>
@@ -128,6 +130,8 @@ export class ClusterState extends Context.Service<
 }
 
 const shuttingDown = new Unavailable({ message: shuttingDownMessage })
+
+const alwaysAvailable = () => true
 
 /**
  * Builds the cluster state service on the memory backend; open watches end
@@ -214,6 +218,7 @@ export const makeOn = Effect.fnUntraced(function* (backend: StateBackendShape, s
     subscribe,
     collectGarbage: Clock.clockWith((clock) => backend.collectGarbage(clock.currentTimeMillisUnsafe())),
     stats: backend.stats,
+    available: backend.available ?? alwaysAvailable,
     exportSnapshot: withStore((store) =>
       Clock.clockWith((clock) =>
         Effect.sync(() => SnapshotCodec.encode(store.snapshotEntries(), clock.currentTimeMillisUnsafe()))

@@ -1,0 +1,252 @@
+/**
+ * Several service processes on one real Redis, black-box over gRPC on
+ * loopback: each is the `discovery-service` command started with
+ * `--state redis://…`. Changes made through one instance reach the watchers
+ * of the others in the same order; kill -9 of an instance under 16 writers
+ * loses no acknowledged update; Redis stopped and started again makes calls
+ * fail with UNAVAILABLE and `/readyz` answer 503, then the instances recover
+ * by themselves. Every process is started here and stopped by PID.
+ */
+import { type ChildProcess, execFileSync, spawn } from "node:child_process"
+import { once } from "node:events"
+import { mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join, resolve } from "node:path"
+import { createInterface } from "node:readline"
+import { Duration, Effect, Fiber, Stream } from "effect"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { GrpcClient } from "../../../src/adapters/grpc/index.ts"
+import type { ClusterApi, WatchEvent } from "../../../src/ports/ClusterApi.ts"
+import { type RedisServer, startRedis } from "./redisServer.ts"
+
+const root = resolve(import.meta.dirname, "../../..")
+
+interface Service {
+  readonly child: ChildProcess
+  readonly port: number
+  readonly metricsPort: number
+}
+
+let redis: (RedisServer & { cleanup(): Promise<void> }) | undefined
+const services: Array<Service> = []
+
+beforeAll(async () => {
+  redis = await startRedis()
+}, 30_000)
+
+afterAll(async () => {
+  for (const service of services) if (service.child.exitCode === null) service.child.kill("SIGKILL")
+  await redis?.cleanup()
+})
+
+/** Starts the command on the test's Redis with `prefix`, on loopback ports the system picks. */
+const startService = async (prefix: string): Promise<Service> => {
+  const child = spawn(
+    process.execPath,
+    [
+      "src/cli/main.ts",
+      `--state=${redis!.url}`,
+      `--state-key-prefix=${prefix}`,
+      "--addr=127.0.0.1:0",
+      "--landing-addr=",
+      "--metrics-addr=127.0.0.1:0",
+      "--rate-limit-rps=0",
+      "--gc-interval=1s"
+    ],
+    { cwd: root, stdio: ["ignore", "pipe", "pipe"] }
+  )
+  const lines: Array<string> = []
+  const ports = await new Promise<Record<string, number>>((resolvePorts, reject) => {
+    createInterface({ input: child.stdout! }).on("line", (line) => {
+      lines.push(line)
+      const entry = JSON.parse(line) as { message: unknown; annotations: Record<string, number> }
+      if (entry.message === "discovery service listening") resolvePorts(entry.annotations)
+    })
+    child.on("exit", (code) => reject(new Error(`exited with ${code}: ${lines.join("\n")}`)))
+  })
+  const service = { child, port: ports.port!, metricsPort: ports.metrics_port! }
+  services.push(service)
+  return service
+}
+
+const clientOf = (service: Service) =>
+  GrpcClient.make({ endpoint: `127.0.0.1:${service.port}`, tls: false, callTimeout: "5 seconds" })
+
+const readyz = async (service: Service): Promise<number> =>
+  (await fetch(`http://127.0.0.1:${service.metricsPort}/readyz`)).status
+
+const update = (api: ClusterApi["Service"], clusterId: string, affiliateId: string, data: string) =>
+  api.affiliateUpdate({
+    clusterId,
+    affiliateId,
+    data: new TextEncoder().encode(data),
+    endpoints: [],
+    ttl: Duration.minutes(5)
+  })
+
+const textOf = (bytes: Uint8Array) => new TextDecoder().decode(bytes)
+
+const describeEvent = (event: WatchEvent) =>
+  event._tag === "Snapshot"
+    ? `snapshot:${event.affiliates.length}`
+    : event._tag === "Updated"
+      ? `${event.affiliate.id}=${textOf(event.affiliate.data)}`
+      : `-${event.affiliateId}`
+
+describe("service processes on one Redis", () => {
+  it.live(
+    "updates through one instance reach the watchers of the other two in the same order",
+    () =>
+      Effect.gen(function* () {
+        const prefix = `procs-${Date.now()}:`
+        const [a, b, c] = yield* Effect.promise(() =>
+          Promise.all([startService(prefix), startService(prefix), startService(prefix)])
+        )
+        const [viaA, viaB, viaC] = yield* Effect.all([clientOf(a!), clientOf(b!), clientOf(c!)])
+        const clusterId = "shared"
+        const changes = 40
+        const watchOn = (api: ClusterApi["Service"]) =>
+          Effect.forkChild(Stream.runCollect(Stream.take(api.watch({ clusterId }), changes + 1)))
+        const onB = yield* watchOn(viaB!)
+        const onC = yield* watchOn(viaC!)
+        yield* Effect.sleep("300 millis")
+        for (let i = 0; i < changes; i++) {
+          const via = i % 2 === 0 ? viaA! : viaB!
+          if (i % 7 === 6) yield* via.affiliateDelete({ clusterId, affiliateId: `af${i % 5}` })
+          else yield* update(via, clusterId, `af${i % 5}`, `v${i}`)
+        }
+        const seenB = (yield* Fiber.join(onB)).map(describeEvent)
+        const seenC = (yield* Fiber.join(onC)).map(describeEvent)
+        assert.strictEqual(seenB.length, changes + 1)
+        assert.deepStrictEqual(seenC, seenB)
+        const listed = (yield* viaC!.list({ clusterId })).map((x) => `${x.id}=${textOf(x.data)}`).sort()
+        const replayed = new Map<string, string>()
+        for (const event of seenB.slice(1)) {
+          if (event.startsWith("-")) replayed.delete(event.slice(1))
+          else replayed.set(event.split("=")[0]!, event)
+        }
+        assert.deepStrictEqual([...replayed.values()].sort(), listed)
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
+  it.live(
+    "kill -9 of an instance under 16 writers loses no acknowledged update",
+    () =>
+      Effect.gen(function* () {
+        const prefix = `kill-${Date.now()}:`
+        const [victim, survivor] = yield* Effect.promise(() =>
+          Promise.all([startService(prefix), startService(prefix)])
+        )
+        const viaVictim = yield* clientOf(victim!)
+        const viaSurvivor = yield* clientOf(survivor!)
+        const acknowledged = new Array<number>(16).fill(-1)
+        const writer = (n: number) =>
+          Effect.gen(function* () {
+            for (let i = 0; ; i++) {
+              const exit = yield* Effect.exit(update(viaVictim, "killed", `writer${n}`, String(i)))
+              if (exit._tag === "Failure") return
+              acknowledged[n] = i
+            }
+          })
+        const writers = yield* Effect.forkChild(
+          Effect.all(
+            Array.from({ length: 16 }, (_, n) => writer(n)),
+            { concurrency: "unbounded" }
+          )
+        )
+        yield* Effect.sleep("500 millis")
+        victim!.child.kill("SIGKILL")
+        yield* Effect.promise(() => once(victim!.child, "exit"))
+        yield* Fiber.join(writers)
+        assert.isTrue(
+          acknowledged.every((i) => i >= 0),
+          "every writer had updates acknowledged before the kill"
+        )
+        const listed = new Map(
+          (yield* viaSurvivor.list({ clusterId: "killed" })).map((x) => [x.id, Number(textOf(x.data))])
+        )
+        acknowledged.forEach((i, n) => {
+          const stored = listed.get(`writer${n}`)
+          assert.isDefined(stored, `writer${n} is readable through the other instance`)
+          assert.isTrue(stored! >= i, `writer${n}: stored ${stored}, acknowledged ${i}`)
+        })
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
+  it.live(
+    "Redis stopped: calls fail with UNAVAILABLE and /readyz is 503; started again: the instance recovers by itself",
+    () =>
+      Effect.gen(function* () {
+        const prefix = `outage-${Date.now()}:`
+        const service = yield* Effect.promise(() => startService(prefix))
+        const api = yield* clientOf(service)
+        yield* update(api, "outage", "af1", "before")
+        assert.strictEqual(yield* Effect.promise(() => readyz(service)), 200)
+        const watch = yield* Effect.forkChild(Stream.runCollect(api.watch({ clusterId: "outage" })))
+        yield* Effect.sleep("200 millis")
+        yield* Effect.promise(() => redis!.stop(true))
+        const failed = yield* Effect.flip(update(api, "outage", "af1", "during"))
+        assert.strictEqual(failed._tag, "Unavailable")
+        assert.include(failed.message, "state backend unavailable")
+        const watchEnd = yield* Effect.flip(Fiber.join(watch))
+        assert.strictEqual(watchEnd._tag, "Unavailable", "the open watch ends with UNAVAILABLE")
+        assert.strictEqual(yield* Effect.promise(() => readyz(service)), 503)
+        const restarted = yield* Effect.promise(() => redis!.restart())
+        redis = Object.assign(restarted, { cleanup: redis!.cleanup })
+        let recovered = false
+        for (let i = 0; i < 100 && !recovered; i++) {
+          recovered = (yield* Effect.exit(update(api, "outage", "af1", "after")))._tag === "Success"
+          if (!recovered) yield* Effect.sleep("100 millis")
+        }
+        assert.isTrue(recovered, "updates succeed again once Redis is back")
+        assert.strictEqual(yield* Effect.promise(() => readyz(service)), 200)
+        assert.deepStrictEqual(
+          (yield* api.list({ clusterId: "outage" })).map((x) => textOf(x.data)),
+          ["after"],
+          "the node's republishing restores what the restart lost"
+        )
+        assert.isNull(service.child.exitCode, "the process stayed up")
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
+  it.live(
+    "discovery-state export writes a snapshot file of what the instances hold, and import loads it into another state",
+    () =>
+      Effect.gen(function* () {
+        const from = `export-${Date.now()}:`
+        const into = `import-${Date.now()}:`
+        const source = yield* Effect.promise(() => startService(from))
+        const viaSource = yield* clientOf(source)
+        for (let i = 0; i < 3; i++) yield* update(viaSource, `moved${i}`, "af1", `data${i}`)
+        const file = join(mkdtempSync(join(tmpdir(), "discovery-state-")), "state.binpb")
+        const state = (command: string, prefix: string) =>
+          JSON.parse(
+            execFileSync(
+              process.execPath,
+              [
+                "src/cli/stateCommand.ts",
+                command,
+                `--state=${redis!.url}`,
+                `--state-key-prefix=${prefix}`,
+                `--snapshot-path=${file}`
+              ],
+              { cwd: root }
+            ).toString()
+          ) as Record<string, unknown>
+        assert.include(state("export", from), { clusters: 3, affiliates: 3 })
+        assert.include(state("import", into), { clusters: 3, affiliates: 3 })
+        const target = yield* Effect.promise(() => startService(into))
+        const viaTarget = yield* clientOf(target)
+        for (let i = 0; i < 3; i++) {
+          assert.deepStrictEqual(
+            (yield* viaTarget.list({ clusterId: `moved${i}` })).map((x) => textOf(x.data)),
+            [`data${i}`]
+          )
+        }
+      }).pipe(Effect.scoped),
+    60_000
+  )
+})
