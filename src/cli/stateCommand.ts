@@ -48,7 +48,10 @@ const connect = (state: string, passwordEnv: string) =>
       try: async () => {
         const password = passwordEnv === "" ? undefined : process.env[passwordEnv]
         if (passwordEnv !== "" && password === undefined) throw new Error(`${passwordEnv} is not set`)
-        const redis = new RedisConnection({ url: state, password, connectTimeoutMillis: 5000, reconnect: false }, "discovery-state")
+        const redis = new RedisConnection(
+          { url: state, password, connectTimeoutMillis: 5000, reconnect: false },
+          "discovery-state"
+        )
         await redis.connect()
         return redis
       },
