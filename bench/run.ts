@@ -16,7 +16,8 @@
  *   --gc-interval S      GC period in the scale row (default 3)
  *   --restarts N         restarts from the snapshot in the scale row; load, start → ready and memory are their medians (default 3)
  *   --load-timeout S     most seconds the scale load may take per server (default 300)
- *   --only a,b           rows to run, of update,hello,watch,echo,core,handler,scale (default all)
+ *   --only a,b           rows to run, of update,hello,watch,echo,core,handler,scale,redis (default all)
+ *   --redis-affiliates N affiliates loaded for the Redis memory row (default 100000)
  *   --out FILE           where to write the JSON (default bench/results/<timestamp>.json)
  *   --keep-logs          keep the servers' log files (printed at the end)
  *   --ours-arg=FLAG      one more flag for our server (repeatable), e.g. --ours-arg=--keepalive-min-time=0
@@ -62,7 +63,7 @@ const numberOption = (name: string, fallback: number): number => {
   return n
 }
 
-const allRows = ["update", "hello", "watch", "echo", "core", "handler", "scale"] as const
+const allRows = ["update", "hello", "watch", "echo", "core", "handler", "scale", "redis"] as const
 type RowGroup = (typeof allRows)[number]
 const only = option("only")?.split(",") ?? [...allRows]
 const oursArgs = argv.filter((a) => a.startsWith("--ours-arg=")).map((a) => a.slice("--ours-arg=".length))
@@ -88,6 +89,7 @@ const options = {
   watchStreamsPerChannel: 100,
   watchLatencyUpdates: 200,
   watchWindow: 16,
+  redisAffiliates: Math.round(numberOption("redis-affiliates", 100_000)),
   only
 }
 const keepLogs = argv.includes("--keep-logs")
@@ -129,6 +131,8 @@ interface ServerSettings {
   readonly snapshotPath?: string
   readonly gcIntervalSeconds?: number
   readonly debug?: boolean
+  /** More flags for our server (the state on Redis). */
+  readonly extraArgs?: ReadonlyArray<string>
 }
 
 const workDir = mkdtempSync(resolve(tmpdir(), "discovery-bench-"))
@@ -153,7 +157,10 @@ const spawnServer = async (impl: Impl, name: string, settings: ServerSettings = 
   ]
   const [command, args] =
     impl === "ours"
-      ? [process.execPath, ["scripts/start.mjs", ...common("--"), "--rate-limit-rps=0", ...oursArgs]]
+      ? [
+          process.execPath,
+          ["scripts/start.mjs", ...common("--"), "--rate-limit-rps=0", ...oursArgs, ...(settings.extraArgs ?? [])]
+        ]
       : [original, common("-")]
   const spawnedAt = epochMs()
   const child = track(spawn(command, args, { cwd: root, stdio: ["ignore", log, log] }))
@@ -203,6 +210,7 @@ const startServer = async (impl: Impl, name: string, settings: ServerSettings = 
 interface Cpu {
   readonly generatorCpu: number
   readonly serverCpu: number
+  readonly serverCpuSeconds?: number | undefined
   readonly otherCpu?: number | undefined
 }
 interface Latency {
@@ -613,6 +621,194 @@ const scaleRow = async (impl: Impl) => {
   }
 }
 
+// ---------------------------------------------------------------- state on Redis
+
+/** A redis-server of the bench's own, on a free loopback port in the work folder, without persistence. */
+const startRedisServer = async () => {
+  const port = await freePort()
+  const dir = resolve(workDir, `redis-${port}`)
+  mkdirSync(dir, { recursive: true })
+  const child = track(
+    spawn(
+      "redis-server",
+      ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no"],
+      {
+        stdio: "ignore"
+      }
+    )
+  )
+  for (let i = 0; i < 200; i++) {
+    if ((await run("redis-cli", ["-p", String(port), "PING"], 5000).catch(() => "")).includes("PONG")) break
+    await sleep(25)
+  }
+  return { port, pid: child.pid!, child, url: `redis://127.0.0.1:${port}` }
+}
+
+const redisMemory = async (port: number): Promise<number> => {
+  const info = await run("redis-cli", ["-p", String(port), "INFO", "memory"], 5000)
+  return Number(/used_memory:(\d+)/.exec(info)?.[1] ?? Number.NaN)
+}
+
+interface StateTarget {
+  readonly name: string
+  readonly impl: Impl
+  readonly address: string
+  readonly pids: string
+}
+
+/**
+ * The rows of several instances sharing one Redis: AffiliateUpdate at each
+ * caller count and watch delivery for our server in memory, one instance on
+ * Redis and two instances on the same Redis (the generator's connections
+ * spread over both, their CPU summed), each beside the original (in memory)
+ * in the same run; then Redis's memory per affiliate.
+ */
+const redisRows = async () => {
+  const redis = await startRedisServer()
+  const started: Array<Server> = []
+  const start = async (impl: Impl, name: string, extraArgs: ReadonlyArray<string> = []) => {
+    const { server } = await startServer(impl, name, { extraArgs })
+    started.push(server)
+    return server
+  }
+  try {
+    const state = (prefix: string) => [`--state=${redis.url}`, `--state-key-prefix=${prefix}`]
+    const memoryOurs = await start("ours", "state-memory")
+    const original = await start("original", "state-original")
+    const one = await start("ours", "state-redis-one", state("one:"))
+    const twoA = await start("ours", "state-redis-two-a", state("two:"))
+    const twoB = await start("ours", "state-redis-two-b", state("two:"))
+    const targets: ReadonlyArray<StateTarget> = [
+      { name: "in memory", impl: "ours", address: memoryOurs.address, pids: String(memoryOurs.pid) },
+      { name: "one instance on Redis", impl: "ours", address: one.address, pids: String(one.pid) },
+      {
+        name: "two instances on Redis",
+        impl: "ours",
+        address: `${twoA.address},${twoB.address}`,
+        pids: `${twoA.pid},${twoB.pid}`
+      },
+      { name: "original", impl: "original", address: original.address, pids: String(original.pid) }
+    ]
+    const group = "State on Redis (ours: as named; original: in memory, same run)"
+    for (const callers of options.updateCallers) {
+      const runs = new Map<string, Array<UnaryResult>>()
+      for (let rep = 0; rep < options.repeat; rep++) {
+        const order = (turn++ + rep) % 2 === 0 ? targets : [...targets].reverse()
+        for (const target of order) {
+          log(`state: AffiliateUpdate, ${callers} callers: ${target.name} (run ${rep + 1}/${options.repeat})`)
+          const result = await generator<UnaryResult>(
+            "update",
+            [
+              `-addr=${target.address}`,
+              `-callers=${callers}`,
+              `-server-pid=${target.pids}`,
+              `-prefix=state-${target.name.replaceAll(" ", "-")}-${callers}-${rep}-${runId}`,
+              ...durationArgs()
+            ],
+            rowTimeout()
+          )
+          check(`state ${target.name}, ${callers} callers`, result)
+          runs.set(target.name, [...(runs.get(target.name) ?? []), result])
+        }
+      }
+      const originalRuns = runs.get("original") ?? []
+      for (const target of targets.filter((t) => t.impl === "ours")) {
+        const results = runs.get(target.name) ?? []
+        raw[`state-update-${callers}-${target.name}`] = results
+        const label = `AffiliateUpdate, ${callers} caller${callers > 1 ? "s" : ""}, ${target.name}`
+        const throughput = row(group, `${label}: calls/s`, "calls/s", "higher")
+        put(throughput, "ours", medianOf(results.map((r) => r.perSecond)), meanCpu(results.map((r) => r.cpu)))
+        put(
+          throughput,
+          "original",
+          medianOf(originalRuns.map((r) => r.perSecond)),
+          meanCpu(originalRuns.map((r) => r.cpu))
+        )
+        throughput.oursRuns = results.map((r) => r.perSecond)
+        throughput.originalRuns = originalRuns.map((r) => r.perSecond)
+        const p99 = row(group, `${label}: p99`, "ms", "lower")
+        put(p99, "ours", medianOf(results.map((r) => r.latency.p99Ms)))
+        put(p99, "original", medianOf(originalRuns.map((r) => r.latency.p99Ms)))
+        const cpuPerCall = (r: UnaryResult) =>
+          (((r.cpu as Cpu & { serverCpuSeconds?: number }).serverCpuSeconds ?? 0) * 1e6) / r.calls
+        const cpu = row(group, `${label}: server CPU per call`, "µs", "lower")
+        put(cpu, "ours", medianOf(results.map(cpuPerCall)))
+        put(cpu, "original", medianOf(originalRuns.map(cpuPerCall)))
+      }
+      raw[`state-update-${callers}-original`] = originalRuns
+    }
+    const watches = new Map<string, WatchResult>()
+    for (const target of targets) {
+      log(`state: watch delivery: ${target.name}`)
+      const result = await generator<WatchResult>(
+        "watch",
+        [
+          `-addr=${target.address}`,
+          `-channels=${options.watchChannels}`,
+          `-streams=${options.watchStreamsPerChannel}`,
+          `-latency-updates=${options.watchLatencyUpdates}`,
+          `-window=${options.watchWindow}`,
+          `-duration=${options.durationSeconds}s`,
+          `-server-pid=${target.pids}`,
+          `-prefix=state-watch-${target.name.replaceAll(" ", "-")}-${runId}`,
+          "-timeout=120s"
+        ],
+        150
+      )
+      check(`state watch ${target.name}`, result)
+      raw[`state-watch-${target.name}`] = result
+      watches.set(target.name, result)
+    }
+    const originalWatch = watches.get("original")
+    for (const target of targets.filter((t) => t.impl === "ours")) {
+      const result = watches.get(target.name)
+      for (const [which, pick] of [
+        ["p50", (w: WatchResult) => w.latencyToLastWatcher.p50Ms],
+        ["p99", (w: WatchResult) => w.latencyToLastWatcher.p99Ms]
+      ] as const) {
+        const r = row(group, `watch delivery, ${target.name}: update → last watcher ${which}`, "ms", "lower")
+        put(r, "ours", result === undefined ? undefined : pick(result), result?.latencyCpu)
+        put(r, "original", originalWatch === undefined ? undefined : pick(originalWatch), originalWatch?.latencyCpu)
+      }
+    }
+    const clusters = Math.max(1, Math.round(options.redisAffiliates / options.affiliatesPerCluster))
+    const before = await redisMemory(redis.port)
+    log(`state: loading ${(clusters * options.affiliatesPerCluster).toLocaleString("en-US")} affiliates into Redis`)
+    const load = await generator<LoadResult>(
+      "load",
+      [
+        `-addr=${one.address}`,
+        `-clusters=${clusters}`,
+        `-affiliates=${options.affiliatesPerCluster}`,
+        `-endpoints=${options.endpointsPerAffiliate}`,
+        `-data-size=${options.dataBytes}`,
+        `-concurrency=${options.loadConcurrency}`,
+        `-server-pid=${one.pid}`,
+        "-prefix=state-memory",
+        `-timeout=${options.loadTimeoutSeconds}s`
+      ],
+      options.loadTimeoutSeconds
+    )
+    check("state memory load", load)
+    const after = await redisMemory(redis.port)
+    const loaded = load.calls - load.errors
+    raw["state-redis-memory"] = { before, after, loaded, load }
+    put(
+      row(
+        group,
+        `Redis memory per affiliate (used_memory after − before, ${loaded.toLocaleString("en-US")} affiliates, ${options.endpointsPerAffiliate} endpoints, ${options.dataBytes} B data)`,
+        "bytes",
+        "lower"
+      ),
+      "ours",
+      loaded > 0 ? (after - before) / loaded : undefined
+    )
+  } finally {
+    for (const server of started) await stop(server.child, "SIGKILL", 5000)
+    await stop(redis.child, "SIGKILL", 5000)
+  }
+}
+
 // ---------------------------------------------------------------- references
 
 interface CoreResult {
@@ -900,6 +1096,7 @@ const main = async () => {
     if (enabled("handler")) await handlerReference()
     if (enabled("echo")) await echoReference()
     if (enabled("scale")) for (const impl of impls) await scaleRow(impl)
+    if (enabled("redis")) await redisRows()
   } finally {
     for (const impl of impls) if (servers[impl]) await stop(servers[impl].child, "SIGKILL", 5000)
   }

@@ -56,7 +56,7 @@ type options struct {
 	duration    time.Duration
 	dataSize    int
 	prefix      string
-	serverPID   int
+	serverPIDs  string
 	maxCalls    int
 	channels    int
 	streams     int
@@ -96,7 +96,7 @@ func main() {
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "measured time")
 	fs.IntVar(&o.dataSize, "data-size", 256, "affiliate data bytes")
 	fs.StringVar(&o.prefix, "prefix", "bench", "cluster ID prefix (unique per run)")
-	fs.IntVar(&o.serverPID, "server-pid", 0, "server process whose CPU time is reported")
+	fs.StringVar(&o.serverPIDs, "server-pid", "", "server processes whose CPU time is reported, summed (comma-separated PIDs)")
 	fs.IntVar(&o.maxCalls, "max-calls", 5_000_000, "most calls per caller")
 	fs.IntVar(&o.channels, "channels", 10, "watch, soak: connections")
 	fs.IntVar(&o.streams, "streams", 100, "watch, soak: streams per connection")
@@ -175,10 +175,13 @@ func dial(addr string) (*grpc.ClientConn, error) {
 	)
 }
 
+// dialAll opens n connections, spread round-robin over a comma-separated address list.
 func dialAll(addr string, n int) ([]*grpc.ClientConn, error) {
+	addrs := strings.Split(addr, ",")
 	conns := make([]*grpc.ClientConn, 0, n)
-	for range n {
-		conn, err := dial(addr)
+
+	for i := range n {
+		conn, err := dial(addrs[i%len(addrs)])
 		if err != nil {
 			closeAll(conns)
 
@@ -206,8 +209,22 @@ func rusage() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// procCPU is the user+system time of a process from /proc/PID/stat (clock ticks of 10 ms).
-func procCPU(pid int) time.Duration {
+// procCPU is the user+system time of the processes of a comma-separated PID list, summed.
+func procCPU(pids string) time.Duration {
+	var total time.Duration
+
+	for _, field := range strings.Split(pids, ",") {
+		pid, err := strconv.Atoi(strings.TrimSpace(field))
+		if err == nil {
+			total += processCPU(pid)
+		}
+	}
+
+	return total
+}
+
+// processCPU is the user+system time of a process from /proc/PID/stat (clock ticks of 10 ms).
+func processCPU(pid int) time.Duration {
 	if pid <= 0 {
 		return 0
 	}
@@ -260,8 +277,8 @@ func machineBusy() time.Duration {
 	return time.Duration(ticks) * 10 * time.Millisecond
 }
 
-func sample(pid int) cpuSample {
-	return cpuSample{wall: time.Now(), self: rusage(), server: procCPU(pid), machine: machineBusy()}
+func sample(pids string) cpuSample {
+	return cpuSample{wall: time.Now(), self: rusage(), server: procCPU(pids), machine: machineBusy()}
 }
 
 type cpuShare struct {
@@ -479,11 +496,11 @@ func runUnary(mode string, o options) (unaryResult, error) {
 
 	time.Sleep(time.Until(measureAt))
 
-	from := sample(o.serverPID)
+	from := sample(o.serverPIDs)
 
 	time.Sleep(time.Until(stopAt))
 
-	to := sample(o.serverPID)
+	to := sample(o.serverPIDs)
 
 	wg.Wait()
 
@@ -669,7 +686,7 @@ func runWatch(o options) (watchResult, error) {
 	// Phase 1: one update at a time.
 	var toLast, toFirst []time.Duration
 
-	from := sample(o.serverPID)
+	from := sample(o.serverPIDs)
 
 	for range o.latencyN {
 		seq++
@@ -688,7 +705,7 @@ func runWatch(o options) (watchResult, error) {
 		toFirst = append(toFirst, time.Duration(firstAt[s].Load()-sentAt[s]))
 	}
 
-	latencyCPU := share(from, sample(o.serverPID))
+	latencyCPU := share(from, sample(o.serverPIDs))
 
 	// Phase 2: o.window updates in flight for o.duration. An update is in flight
 	// from the moment it is sent until it reached every watcher; o.window
@@ -712,7 +729,7 @@ func runWatch(o options) (watchResult, error) {
 	phaseStart := time.Now()
 	phaseEnd := phaseStart.Add(o.duration)
 	stop := make(chan struct{})
-	from = sample(o.serverPID)
+	from = sample(o.serverPIDs)
 
 	for range o.window {
 		senders.Add(1)
@@ -769,7 +786,7 @@ func runWatch(o options) (watchResult, error) {
 	close(stop)
 
 	elapsed := time.Since(phaseStart)
-	cpu := share(from, sample(o.serverPID))
+	cpu := share(from, sample(o.serverPIDs))
 
 	waitGroup(&senders, 5*time.Second)
 	cancelStreams()
@@ -843,7 +860,7 @@ func runLoad(o options) (loadResult, error) {
 		wg    sync.WaitGroup
 	)
 
-	from := sample(o.serverPID)
+	from := sample(o.serverPIDs)
 
 	for w := range o.concurrency {
 		wg.Add(1)
@@ -886,7 +903,7 @@ func runLoad(o options) (loadResult, error) {
 
 	wg.Wait()
 
-	cpu := share(from, sample(o.serverPID))
+	cpu := share(from, sample(o.serverPIDs))
 	calls := min(next.Load(), totalCalls)
 
 	return loadResult{
@@ -930,7 +947,7 @@ func runReady(o options) (readyResult, error) {
 	md := metadata.Pairs("x-real-ip", ipLabel(1))
 
 	for attempt := 1; time.Now().Before(deadline); attempt++ {
-		conn, err := dial(o.addr)
+		conn, err := dial(strings.Split(o.addr, ",")[0])
 		if err != nil {
 			return readyResult{}, err
 		}
@@ -1146,12 +1163,12 @@ func runSoak(o options) (soakResult, error) {
 
 	go s.reporter(stopReports, reportsDone)
 
-	from := sample(o.serverPID)
+	from := sample(o.serverPIDs)
 
 	s.write(runCtx, writer)
 
 	writerSeconds := time.Since(s.epoch).Seconds()
-	cpu := share(from, sample(o.serverPID))
+	cpu := share(from, sample(o.serverPIDs))
 
 	draining := "drain"
 	s.phase.Store(&draining)
@@ -1554,7 +1571,7 @@ func (s *soakState) reporter(stop <-chan struct{}, done chan<- struct{}) {
 			Gaps:                s.gaps.Load(),
 			Unexpected:          s.unexpected.Load(),
 			WriterErrors:        s.writerErrs.count.Load(),
-			ServerCPUSeconds:    procCPU(s.o.serverPID).Seconds(),
+			ServerCPUSeconds:    procCPU(s.o.serverPIDs).Seconds(),
 			GeneratorCPUSeconds: rusage().Seconds(),
 			MachineCPUSeconds:   machineBusy().Seconds(),
 		})
