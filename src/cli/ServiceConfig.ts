@@ -48,6 +48,8 @@ export interface ServiceConfig {
     readonly handshakeTimeout: Duration.Duration
     readonly idleTimeout: Duration.Duration
     readonly keepaliveMinTime: Duration.Duration
+    /** Share the gRPC port with other processes (SO_REUSEPORT). */
+    readonly reusePort: boolean
   }
   /** Failure lines per second per client address and in total, or false to log every one. */
   readonly failureLog: { readonly perAddressRate: number; readonly totalRate: number } | false

@@ -100,6 +100,12 @@ export const flags = {
     "discovery:",
     "prefix of every Redis key, so several services can share one Redis (default discovery:)"
   ),
+  reusePort: Flag.Boolean("reuse-port").pipe(
+    Flag.withDescription(
+      "share the gRPC port with other instances started the same way on this host (SO_REUSEPORT, Linux): the kernel spreads connections over them, so one machine's cores can all serve; needs a shared --state (default false)"
+    ),
+    Flag.withDefault(false)
+  ),
   addr: Flag.String("addr").pipe(
     Flag.withDescription("gRPC listen address (host:port); an empty host listens on every interface (default :3000)"),
     Flag.withDefault(":3000")
@@ -302,6 +308,9 @@ export const make = <E, R>(serve: (config: ServiceConfig) => Effect.Effect<void,
   Command.make("discovery-service", { ...flags, ...pendingFlags }, (parsed): Effect.Effect<void, E | Error, R> => {
     const problems = refusals(parsed)
     if (problems.length > 0) return Effect.fail(new Error(problems.join("\n")))
+    if (parsed.reusePort && parsed.state === "memory") {
+      return Effect.fail(new Error("--reuse-port: instances on one port need a shared --state (redis://…)"))
+    }
     const password = parsed.statePasswordEnv === "" ? undefined : process.env[parsed.statePasswordEnv]
     if (parsed.statePasswordEnv !== "" && password === undefined) {
       return Effect.fail(new Error(`--state-password-env: ${parsed.statePasswordEnv} is not set`))
@@ -336,7 +345,8 @@ export const make = <E, R>(serve: (config: ServiceConfig) => Effect.Effect<void,
         maxConnectionsPerAddress: parsed.maxConnectionsPerAddress,
         handshakeTimeout: parsed.handshakeTimeout,
         idleTimeout: parsed.idleTimeout,
-        keepaliveMinTime: parsed.keepaliveMinTime
+        keepaliveMinTime: parsed.keepaliveMinTime,
+        reusePort: parsed.reusePort
       },
       failureLog:
         parsed.failureLogRate === 0

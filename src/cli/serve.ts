@@ -58,6 +58,7 @@ const transportLimits = (config: ServiceConfig): GrpcServer.TransportLimits => {
     maxConcurrentStreams: transport.maxConcurrentStreams,
     maxSessionMemoryMiB: transport.maxSessionMemoryMiB,
     requestBudgetBytes: transport.requestBudgetBytes,
+    reusePort: transport.reusePort,
     connections: {
       maxConnections: transport.maxConnections,
       maxConnectionsPerAddress: transport.maxConnectionsPerAddress,

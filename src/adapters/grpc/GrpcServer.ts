@@ -185,7 +185,7 @@ export interface ServerOptions extends HandlerOptions {
  */
 export type TransportLimits = Pick<
   Http2ServerOptions,
-  "maxConcurrentStreams" | "maxSessionMemoryMiB" | "requestBudgetBytes" | "connections"
+  "maxConcurrentStreams" | "maxSessionMemoryMiB" | "requestBudgetBytes" | "connections" | "reusePort"
 >
 
 /**

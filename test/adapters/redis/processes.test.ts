@@ -17,7 +17,7 @@ import { Duration, Effect, Fiber, Stream } from "effect"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { GrpcClient } from "../../../src/adapters/grpc/index.ts"
 import type { ClusterApi, WatchEvent } from "../../../src/ports/ClusterApi.ts"
-import { type RedisServer, startRedis } from "./redisServer.ts"
+import { freePort, type RedisServer, startRedis } from "./redisServer.ts"
 
 const root = resolve(import.meta.dirname, "../../..")
 
@@ -40,18 +40,19 @@ afterAll(async () => {
 })
 
 /** Starts the command on the test's Redis with `prefix`, on loopback ports the system picks. */
-const startService = async (prefix: string): Promise<Service> => {
+const startService = async (prefix: string, extra: ReadonlyArray<string> = []): Promise<Service> => {
   const child = spawn(
     process.execPath,
     [
       "src/cli/main.ts",
       `--state=${redis!.url}`,
       `--state-key-prefix=${prefix}`,
-      "--addr=127.0.0.1:0",
+      ...(extra.some((flag) => flag.startsWith("--addr=")) ? [] : ["--addr=127.0.0.1:0"]),
       "--landing-addr=",
       "--metrics-addr=127.0.0.1:0",
       "--rate-limit-rps=0",
-      "--gc-interval=1s"
+      "--gc-interval=1s",
+      ...extra
     ],
     { cwd: root, stdio: ["ignore", "pipe", "pipe"] }
   )
@@ -246,6 +247,40 @@ describe("service processes on one Redis", () => {
             [`data${i}`]
           )
         }
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
+  it.live(
+    "two instances started with --reuse-port share one port: the kernel spreads connections over both",
+    () =>
+      Effect.gen(function* () {
+        const prefix = `reuse-${Date.now()}:`
+        const port = yield* Effect.promise(() => freePort())
+        const flags = [`--addr=127.0.0.1:${port}`, "--reuse-port"]
+        const first = yield* Effect.promise(() => startService(prefix, flags))
+        const second = yield* Effect.promise(() => startService(prefix, flags))
+        assert.strictEqual(first.port, port)
+        assert.strictEqual(second.port, port)
+        for (let i = 0; i < 30; i++) {
+          yield* Effect.scoped(
+            Effect.flatMap(clientOf(first), (api) => update(api, "reused", `af${i}`, `via connection ${i}`))
+          )
+        }
+        const served = (service: Service) =>
+          Effect.promise(async () => {
+            const text = await (await fetch(`http://127.0.0.1:${service.metricsPort}/metrics`)).text()
+            return text
+              .split("\n")
+              .filter((line) => line.startsWith("grpc_server_handled_total") && line.includes("AffiliateUpdate"))
+              .reduce((sum, line) => sum + Number(line.split(" ").at(-1)), 0)
+          })
+        const [byFirst, bySecond] = [yield* served(first), yield* served(second)]
+        assert.strictEqual(byFirst + bySecond, 30)
+        assert.isAbove(byFirst, 0, "the first instance took connections")
+        assert.isAbove(bySecond, 0, "the second instance took connections")
+        const viaSecond = yield* clientOf(second)
+        assert.strictEqual((yield* viaSecond.list({ clusterId: "reused" })).length, 30, "one state behind both")
       }).pipe(Effect.scoped),
     60_000
   )

@@ -84,6 +84,11 @@ export interface Http2ServerOptions {
   readonly keyPair?: KeyPairSource | undefined
   /** Answers requests that are not gRPC (HTTP/1.1, and HTTP/2 without a gRPC content type); see the module. */
   readonly fallback?: FallbackListener | undefined
+  /**
+   * Share the port with other processes that ask the same (SO_REUSEPORT,
+   * Linux): the kernel spreads new connections over them (default false).
+   */
+  readonly reusePort?: boolean | undefined
 }
 
 /**
@@ -301,7 +306,8 @@ export class Http2Server {
       callback(error, -1)
     }
     listener.once("error", onError)
-    listener.listen({ host: parsed.host === "" ? undefined : parsed.host, port: parsed.port }, () => {
+    const host = parsed.host === "" ? undefined : parsed.host
+    listener.listen({ host, port: parsed.port, reusePort: this.options.reusePort === true }, () => {
       listener.off("error", onError)
       const bound = listener.address()
       callback(null, typeof bound === "object" && bound !== null ? bound.port : parsed.port)
