@@ -74,8 +74,10 @@ export type StateConfig =
   | { readonly _tag: "Memory" }
   | {
       readonly _tag: "Redis"
-      /** `redis://` or `rediss://` URL. */
+      /** `redis://` or `rediss://` URL; seed nodes separated by commas for a Redis Cluster. */
       readonly url: string
+      /** The URL names seed nodes of a Redis Cluster. */
+      readonly cluster: boolean
       /** The password, when it comes from an environment variable rather than the URL. */
       readonly password: string | undefined
       /** Prefix of every key. */

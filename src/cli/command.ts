@@ -90,6 +90,12 @@ export const flags = {
       (value) => `--state must be memory or a redis:// or rediss:// URL, got ${JSON.stringify(value)}`
     )
   ),
+  stateCluster: Flag.Boolean("state-cluster").pipe(
+    Flag.withDescription(
+      "--state names seed nodes of a Redis Cluster, separated by commas (redis://host:port,host:port); each cluster's keys share one slot (default false)"
+    ),
+    Flag.withDefault(false)
+  ),
   statePasswordEnv: text(
     "state-password-env",
     "",
@@ -319,7 +325,13 @@ export const make = <E, R>(serve: (config: ServiceConfig) => Effect.Effect<void,
       state:
         parsed.state === "memory"
           ? { _tag: "Memory" }
-          : { _tag: "Redis", url: parsed.state, password, keyPrefix: parsed.stateKeyPrefix },
+          : {
+              _tag: "Redis",
+              url: parsed.state,
+              cluster: parsed.stateCluster,
+              password,
+              keyPrefix: parsed.stateKeyPrefix
+            },
       addr: parsed.addr,
       gcInterval: parsed.gcInterval,
       redirectEndpoint: parsed.redirectEndpoint,

@@ -127,6 +127,7 @@ const stateLayer = (config: ServiceConfig): Layer.Layer<ClusterState> | undefine
           (RedisBackend) =>
             RedisBackend.layer({
               url: state.url,
+              cluster: state.cluster,
               password: state.password,
               keyPrefix: state.keyPrefix,
               caps: { maxClusters: config.maxClusters, maxWatches: config.maxWatches }

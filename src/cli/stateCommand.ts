@@ -27,6 +27,10 @@ const shared = {
   state: Flag.String("state").pipe(
     Flag.withDescription("the Redis holding the state: redis://[user:password@]host:port[/db] or rediss://")
   ),
+  stateCluster: Flag.Boolean("state-cluster").pipe(
+    Flag.withDescription("--state names seed nodes of a Redis Cluster, separated by commas"),
+    Flag.withDefault(false)
+  ),
   statePasswordEnv: Flag.String("state-password-env").pipe(
     Flag.withDescription("name of an environment variable holding the Redis password (default: the URL's)"),
     Flag.withDefault("")
@@ -42,14 +46,14 @@ const shared = {
 }
 
 /** A connection to the Redis of the flags, for the scope's life. */
-const connect = (state: string, passwordEnv: string) =>
+const connect = (state: string, cluster: boolean, passwordEnv: string) =>
   Effect.acquireRelease(
     Effect.tryPromise({
       try: async () => {
         const password = passwordEnv === "" ? undefined : process.env[passwordEnv]
         if (passwordEnv !== "" && password === undefined) throw new Error(`${passwordEnv} is not set`)
         const redis = new RedisConnection(
-          { url: state, password, connectTimeoutMillis: 5000, reconnect: false },
+          { url: state, cluster, password, connectTimeoutMillis: 5000, reconnect: false },
           "discovery-state"
         )
         await redis.connect()
@@ -66,7 +70,7 @@ const report = (fields: object) => Effect.sync(() => process.stdout.write(`${JSO
 const importCommand = Command.make("import", shared, (flags) =>
   Effect.scoped(
     Effect.gen(function* () {
-      const redis = yield* connect(flags.state, flags.statePasswordEnv)
+      const redis = yield* connect(flags.state, flags.stateCluster, flags.statePasswordEnv)
       const bytes = yield* Effect.tryPromise({
         try: () => readFile(flags.snapshotPath),
         catch: (error) => new Error(describe(error))
@@ -85,7 +89,7 @@ const importCommand = Command.make("import", shared, (flags) =>
 const exportCommand = Command.make("export", shared, (flags) =>
   Effect.scoped(
     Effect.gen(function* () {
-      const redis = yield* connect(flags.state, flags.statePasswordEnv)
+      const redis = yield* connect(flags.state, flags.stateCluster, flags.statePasswordEnv)
       const now = yield* Clock.currentTimeMillis
       const encoded = yield* Effect.tryPromise({
         try: () => exportSnapshot(redis, flags.stateKeyPrefix, now),

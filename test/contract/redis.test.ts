@@ -1,8 +1,10 @@
 /**
- * The contract suite against the core on the Redis backend: a real
- * `redis-server` started for this file on a free loopback port, a fresh key
- * prefix per case (so cases never share state), time on `TestClock` (the
- * backend takes every instant from the core's clock) and GC on demand.
+ * The contract suite against the core on the Redis backend, twice: on a
+ * single `redis-server`, and on a Redis Cluster of three primaries created
+ * for this file (`redis-cli --cluster create`), both on free loopback ports.
+ * Each case gets a fresh key prefix (so cases never share state); time is on
+ * `TestClock` (the backend takes every instant from the core's clock) and GC
+ * runs on demand.
  */
 import { randomUUID } from "node:crypto"
 import { Context, Effect, Layer } from "effect"
@@ -13,26 +15,31 @@ import { ClusterState } from "../../src/core/server/ClusterState.ts"
 import * as DiscoveryServer from "../../src/core/server/DiscoveryServer.ts"
 import type { ClusterApi } from "../../src/ports/ClusterApi.ts"
 import { StateBackend } from "../../src/ports/StateBackend.ts"
-import { type RedisServer, startRedis } from "../adapters/redis/redisServer.ts"
+import { type RedisServer, startRedis, startRedisCluster } from "../adapters/redis/redisServer.ts"
 import { clusterApiSuite } from "./clusterApiSuite.ts"
 import type { ContractTarget } from "./ContractTarget.ts"
 
-let redis: (RedisServer & { cleanup(): Promise<void> }) | undefined
+let single: (RedisServer & { cleanup(): Promise<void> }) | undefined
+let cluster: Awaited<ReturnType<typeof startRedisCluster>> | undefined
+
 beforeAll(async () => {
-  redis = await startRedis()
-}, 30_000)
+  ;[single, cluster] = await Promise.all([startRedis(), startRedisCluster(3)])
+}, 60_000)
 
 afterAll(async () => {
-  await redis?.cleanup()
+  await Promise.all([single?.cleanup(), cluster?.cleanup()])
 })
 
 /** The case's backend. */
 class Backend extends Context.Service<Backend, RedisBackend.RedisStateBackend>()("test/Backend") {}
 
-const onRedis = (caps: { maxClusters: number; maxWatches: number }): Layer.Layer<ClusterApi | ClusterState | Backend> =>
+const onRedis = (
+  where: () => { readonly url: string; readonly cluster: boolean },
+  caps: { maxClusters: number; maxWatches: number }
+): Layer.Layer<ClusterApi | ClusterState | Backend> =>
   Layer.unwrap(
     Effect.map(
-      Effect.suspend(() => RedisBackend.make({ url: redis!.url, keyPrefix: `contract-${randomUUID()}:`, caps })),
+      Effect.suspend(() => RedisBackend.make({ ...where(), keyPrefix: `contract-${randomUUID()}:`, caps })),
       (backend) =>
         DiscoveryServer.layer({
           gcInterval: "disabled",
@@ -41,17 +48,21 @@ const onRedis = (caps: { maxClusters: number; maxWatches: number }): Layer.Layer
     )
   )
 
-const target: ContractTarget<ClusterState | Backend> = {
-  name: "in-process on Redis",
-  layer: onRedis({ maxClusters: 1_000_000, maxWatches: 100_000 }),
+const target = (
+  name: string,
+  where: () => { readonly url: string; readonly cluster: boolean }
+): ContractTarget<ClusterState | Backend> => ({
+  name,
+  layer: onRedis(where, { maxClusters: 1_000_000, maxWatches: 100_000 }),
   ours: true,
   time: { _tag: "TestClock", advance: TestDiscovery.advance, runGc: Effect.asVoid(TestDiscovery.runGc) },
   clientIp: { _tag: "FromRequest" },
   clusterCount: Effect.flatMap(Backend, (backend) => Effect.orDie(backend.clusterCount)),
-  caps: { layer: onRedis({ maxClusters: 3, maxWatches: 3 }), maxClusters: 3, maxWatches: 3 },
+  caps: { layer: onRedis(where, { maxClusters: 3, maxWatches: 3 }), maxClusters: 3, maxWatches: 3 },
   slowWatcher: { overflowAfter: 33, exact: false },
   rawStrings: true,
   timeout: 20_000
-}
+})
 
-clusterApiSuite(target)
+clusterApiSuite(target("in-process on Redis", () => ({ url: single!.url, cluster: false })))
+clusterApiSuite(target("in-process on a Redis Cluster of 3 primaries", () => ({ url: cluster!.url, cluster: true })))

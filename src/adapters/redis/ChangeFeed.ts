@@ -1,34 +1,36 @@
 /**
  * The watchers of one instance on the Redis backend. For each cluster it has
- * watchers of, the instance keeps a mirror (the affiliates at a revision)
- * and reads that cluster's change log once, on one connection of its own
- * that blocks in XREAD over every watched log; each change is applied to the
- * mirror and fanned out to the local watchers with the core's rule (a full
- * watcher is cut off). 1000 watchers of a cluster cost one reader, not 1000.
- * A new watcher's snapshot is the mirror as it is, so it sees every later
- * change exactly once. A gap in the revisions (the log was trimmed behind
- * the reader) cuts the cluster's watchers off, as does an epoch that changed
- * (Redis lost the cluster); they reconnect and start from a fresh snapshot.
- * When the connection fails, every watcher ends with UNAVAILABLE.
+ * watchers of, the instance keeps a mirror (the affiliates at a revision),
+ * listens to the cluster's change channel (sharded pub/sub, in the cluster's
+ * slot: each change script announces its revision and epoch there) and, when
+ * it hears of a revision it lacks, reads the cluster's change log from its
+ * mirror's revision on (XRANGE), applies each change in order and fans it
+ * out to the local watchers with the core's rule (a full watcher is cut
+ * off). 1000 watchers of a cluster cost one listener and one read per
+ * change, not 1000. A new watcher's snapshot is the mirror as it is, so it
+ * sees every later change exactly once.
+ *
+ * A gap in the revisions (the log was trimmed behind the mirror) or an epoch
+ * that changed (Redis lost the cluster and numbered it afresh) cuts the
+ * cluster's watchers off; they reconnect and start from a fresh snapshot.
+ * When a connection to Redis fails, every watcher ends with UNAVAILABLE.
+ * Announcements missed meanwhile are made good by `catchUp`, which the
+ * backend runs with each GC pass and when the channel's connection is back.
  *
  * @since 0.1.0
  */
+import { fanOut } from "../../core/server/fanOut.ts"
 import type { AffiliateView, WatchDelta, WatchSink } from "../../ports/ClusterApi.ts"
 import { lostUpdateMessage, SubscriptionLost, Unavailable } from "../../ports/DiscoveryError.ts"
 import type { Subscription } from "../../ports/StateBackend.ts"
-import { fanOut } from "../../core/server/fanOut.ts"
 import type { ClusterKeys } from "./keys.ts"
 import { viewOf } from "./record.ts"
 import type { RedisConnection, Reply } from "./RedisConnection.ts"
 
 const lostUpdate = new SubscriptionLost({ message: lostUpdateMessage })
 
-/**
- * The longest a read blocks: a new cluster's log joins the read when the
- * reader is woken (CLIENT UNBLOCK), or at the latest after this, should the
- * wake reach Redis before the read it interrupts.
- */
-const blockMillis = 1000
+/** Changes read from a log at a time. */
+const readBatch = 1000
 
 /**
  * The snapshot a mirror starts from, as the backend reads it.
@@ -49,18 +51,17 @@ class Mirror {
   affiliates = new Map<string, AffiliateView>()
   readonly sinks = new Set<WatchSink>()
   loaded = false
-  readonly ready: Promise<void>
+  /** A read of the log is under way; `again` asks for one more once it ends. */
+  reading = false
+  again = false
+  ready: Promise<void> = Promise.resolve()
+  /** What the mirror's channel calls with each announcement. */
+  listener: (message: Buffer) => void = () => undefined
   readonly clusterId: string
   readonly keys: ClusterKeys
-  constructor(clusterId: string, keys: ClusterKeys, load: Promise<MirrorStart>) {
+  constructor(clusterId: string, keys: ClusterKeys) {
     this.clusterId = clusterId
     this.keys = keys
-    this.ready = load.then((start) => {
-      this.revision = start.revision
-      this.epoch = start.epoch
-      this.affiliates = start.affiliates
-      this.loaded = true
-    })
   }
 }
 
@@ -74,30 +75,25 @@ const text = (reply: Reply | undefined): string => (Buffer.isBuffer(reply) ? rep
  */
 export class ChangeFeed {
   readonly #mirrors = new Map<string, Mirror>()
-  readonly #byLog = new Map<string, Mirror>()
-  readonly #reader: RedisConnection
-  readonly #commands: RedisConnection
+  readonly #redis: RedisConnection
   readonly #load: (clusterId: string) => Promise<MirrorStart>
   readonly #keysOf: (clusterId: string) => ClusterKeys
   #watches = 0
   #closed = false
-  #readerId: number | undefined
-  #reading = false
-  #wake: (() => void) | undefined
   readonly #release = () => {
     this.#watches--
   }
 
   constructor(options: {
-    readonly reader: RedisConnection
-    readonly commands: RedisConnection
+    readonly redis: RedisConnection
     readonly load: (clusterId: string) => Promise<MirrorStart>
     readonly keysOf: (clusterId: string) => ClusterKeys
   }) {
-    this.#reader = options.reader
-    this.#commands = options.commands
+    this.#redis = options.redis
     this.#load = options.load
     this.#keysOf = options.keysOf
+    this.#redis.onConnectionLost((reason) => this.#failAll(reason))
+    this.#redis.onNotificationsReady(() => this.catchUp())
   }
 
   /** Watches open on this instance. */
@@ -112,8 +108,8 @@ export class ChangeFeed {
     return empty
   }
 
-  /** The clusters this instance watches, with the epoch each mirror started in. */
-  watched(): Array<{ readonly clusterId: string; readonly keys: ClusterKeys; readonly epoch: string }> {
+  /** The clusters this instance watches. */
+  watched(): Array<{ readonly clusterId: string; readonly keys: ClusterKeys }> {
     const watched = []
     for (const mirror of this.#mirrors.values()) if (mirror.loaded) watched.push(mirror)
     return watched
@@ -126,14 +122,11 @@ export class ChangeFeed {
   async subscribe(clusterId: string, sink: WatchSink, signal: AbortSignal): Promise<Subscription | undefined> {
     let mirror = this.#mirrors.get(clusterId)
     if (mirror === undefined) {
-      mirror = new Mirror(clusterId, this.#keysOf(clusterId), this.#load(clusterId))
-      this.#mirrors.set(clusterId, mirror)
-      this.#byLog.set(mirror.keys.log, mirror)
-      const started = mirror
-      mirror.ready.then(
-        () => this.#wakeReader(),
-        () => this.#forget(started)
-      )
+      const created = new Mirror(clusterId, this.#keysOf(clusterId))
+      this.#mirrors.set(clusterId, created)
+      created.ready = this.#start(created)
+      created.ready.catch(() => this.#forget(created))
+      mirror = created
     }
     await mirror.ready
     if (signal.aborted || this.#closed || this.#mirrors.get(clusterId) !== mirror) {
@@ -161,6 +154,11 @@ export class ChangeFeed {
     if (mirror?.loaded && mirror.epoch !== epoch) this.#cutOff(mirror, lostUpdate)
   }
 
+  /** Reads every watched log from its mirror's revision on: what announcements were missed arrives now. */
+  catchUp(): void {
+    for (const mirror of this.#mirrors.values()) if (mirror.loaded) this.#read(mirror)
+  }
+
   /** Ends every watch with `end`, and every later read (shutdown). */
   close(end: (sink: WatchSink) => void): void {
     this.#closed = true
@@ -170,58 +168,73 @@ export class ChangeFeed {
       this.#watches -= mirror.sinks.size
       mirror.sinks.clear()
     }
-    this.#wake?.()
   }
 
-  /** Reads the change logs until `close`; a failed read ends every watch with UNAVAILABLE, then reading goes on. */
-  async run(): Promise<void> {
-    while (!this.#closed) {
-      const mirrors = [...this.#mirrors.values()].filter((mirror) => mirror.loaded)
-      if (mirrors.length === 0) {
-        await new Promise<void>((resolve) => {
-          this.#wake = resolve
-        })
-        this.#wake = undefined
-        continue
-      }
-      try {
-        this.#readerId ??= Number(await this.#reader.send(["CLIENT", "ID"]))
-        const args = ["XREAD", "COUNT", "1000", "BLOCK", String(blockMillis), "STREAMS"]
-        for (const mirror of mirrors) args.push(mirror.keys.log)
-        for (const mirror of mirrors) args.push(`0-${mirror.revision}`)
-        this.#reading = true
-        const reply = await this.#reader.send(args)
-        this.#reading = false
-        if (Array.isArray(reply)) this.#apply(reply)
-      } catch (error) {
-        this.#reading = false
-        this.#readerId = undefined
-        if (this.#closed) return
-        this.#failAll(error)
-        await new Promise((resolve) => setTimeout(resolve, 200))
-      }
-    }
+  /** Listens to the cluster's channel first, so no change after the snapshot goes unheard, then takes the snapshot. */
+  async #start(mirror: Mirror): Promise<void> {
+    mirror.listener = (message) => this.#heard(mirror, message.toString("latin1"))
+    await this.#redis.subscribe(mirror.keys.channel, mirror.listener)
+    const start = await this.#load(mirror.clusterId)
+    mirror.revision = start.revision
+    mirror.epoch = start.epoch
+    mirror.affiliates = start.affiliates
+    mirror.loaded = true
+    this.#read(mirror)
   }
 
-  #apply(streams: ReadonlyArray<Reply>): void {
-    for (const stream of streams) {
-      const [key, entries] = stream as ReadonlyArray<Reply>
-      const mirror = this.#byLog.get(text(key))
-      if (mirror === undefined || !Array.isArray(entries)) continue
-      for (const entry of entries) {
-        const [id, fields] = entry as ReadonlyArray<Reply>
-        const revision = Number(text(id).slice(2))
-        if (revision <= mirror.revision) continue
-        if (revision !== mirror.revision + 1) {
-          this.#cutOff(mirror, lostUpdate)
-          break
-        }
-        mirror.revision = revision
-        const delta = this.#deltaOf(mirror, revision, fields as ReadonlyArray<Reply>)
-        if (mirror.sinks.size > 0) fanOut(mirror.sinks, delta, this.#release)
-      }
-      if (mirror.sinks.size === 0) this.#forget(mirror)
+  /** An announcement `<revision> <epoch>` of a change of the mirror's cluster. */
+  #heard(mirror: Mirror, message: string): void {
+    if (this.#mirrors.get(mirror.clusterId) !== mirror) return
+    if (!mirror.loaded) return
+    const space = message.indexOf(" ")
+    const revision = Number(message.slice(0, space))
+    if (message.slice(space + 1) !== mirror.epoch) {
+      this.#cutOff(mirror, lostUpdate)
+      return
     }
+    if (revision > mirror.revision) this.#read(mirror)
+  }
+
+  /** Reads the mirror's log from its revision on and applies what it finds, one read at a time. */
+  #read(mirror: Mirror): void {
+    if (mirror.reading) {
+      mirror.again = true
+      return
+    }
+    mirror.reading = true
+    const next = async (): Promise<void> => {
+      do {
+        mirror.again = false
+        const entries = (await this.#redis.send(
+          ["XRANGE", mirror.keys.log, `0-${mirror.revision + 1}`, "+", "COUNT", String(readBatch)],
+          mirror.keys.log
+        )) as ReadonlyArray<Reply>
+        if (this.#mirrors.get(mirror.clusterId) !== mirror) return
+        this.#apply(mirror, entries)
+        if (entries.length === readBatch) mirror.again = true
+      } while (mirror.again && this.#mirrors.get(mirror.clusterId) === mirror)
+    }
+    next()
+      .catch((error: unknown) => this.#cutOff(mirror, unavailable(error)))
+      .finally(() => {
+        mirror.reading = false
+      })
+  }
+
+  #apply(mirror: Mirror, entries: ReadonlyArray<Reply>): void {
+    for (const entry of entries) {
+      const [id, fields] = entry as ReadonlyArray<Reply>
+      const revision = Number(text(id).slice(2))
+      if (revision <= mirror.revision) continue
+      if (revision !== mirror.revision + 1) {
+        this.#cutOff(mirror, lostUpdate)
+        return
+      }
+      mirror.revision = revision
+      const delta = this.#deltaOf(mirror, revision, fields as ReadonlyArray<Reply>)
+      if (mirror.sinks.size > 0) fanOut(mirror.sinks, delta, this.#release)
+    }
+    if (mirror.sinks.size === 0 && mirror.loaded) this.#forget(mirror)
   }
 
   #deltaOf(mirror: Mirror, revision: number, fields: ReadonlyArray<Reply>): WatchDelta {
@@ -241,13 +254,6 @@ export class ChangeFeed {
     return { _tag: "Updated", revision, affiliate }
   }
 
-  #wakeReader(): void {
-    if (this.#wake !== undefined) this.#wake()
-    else if (this.#reading && this.#readerId !== undefined) {
-      this.#commands.send(["CLIENT", "UNBLOCK", String(this.#readerId)]).catch(() => undefined)
-    }
-  }
-
   #cutOff(mirror: Mirror, error: SubscriptionLost | Unavailable): void {
     this.#forget(mirror)
     const sinks = [...mirror.sinks]
@@ -256,14 +262,17 @@ export class ChangeFeed {
     for (const sink of sinks) sink.end(error)
   }
 
-  #failAll(error: unknown): void {
-    const reason = error instanceof Error ? error.message : String(error)
-    const unavailable = new Unavailable({ message: `state backend unavailable: ${reason}` })
-    for (const mirror of [...this.#mirrors.values()]) if (mirror.loaded) this.#cutOff(mirror, unavailable)
+  #failAll(reason: string): void {
+    const error = unavailable(new Error(reason))
+    for (const mirror of [...this.#mirrors.values()]) if (mirror.loaded) this.#cutOff(mirror, error)
   }
 
   #forget(mirror: Mirror): void {
-    if (this.#mirrors.get(mirror.clusterId) === mirror) this.#mirrors.delete(mirror.clusterId)
-    if (this.#byLog.get(mirror.keys.log) === mirror) this.#byLog.delete(mirror.keys.log)
+    if (this.#mirrors.get(mirror.clusterId) !== mirror) return
+    this.#mirrors.delete(mirror.clusterId)
+    this.#redis.unsubscribe(mirror.keys.channel, mirror.listener).catch(() => undefined)
   }
 }
+
+const unavailable = (error: unknown): Unavailable =>
+  new Unavailable({ message: `state backend unavailable: ${error instanceof Error ? error.message : String(error)}` })

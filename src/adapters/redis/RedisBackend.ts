@@ -5,9 +5,11 @@
  * is a sweep any instance may run, announced once whoever runs it. Every
  * failure to reach Redis is `Unavailable` with a message that says so.
  *
- * Standalone Redis only for now: the scripts also keep the instance-wide
- * index of clusters and the counts, which a Redis Cluster would hold in
- * other slots.
+ * On a single Redis the scripts also keep the instance-wide index of
+ * clusters (by next due time) and the counts; under Redis Cluster those live
+ * in other slots, so the instance applies what each script reports right
+ * after it, and the cap on clusters is checked against the count it last
+ * saw (it may be passed by what instances create between two GC passes).
  *
  * @since 0.1.0
  */
@@ -20,6 +22,7 @@ import { ResourceExhausted, Unavailable } from "../../ports/DiscoveryError.ts"
 import type { GcReport, StateCaps, StateBackendShape, StoreStats } from "../../ports/StateBackend.ts"
 import { StateBackend } from "../../ports/StateBackend.ts"
 import { ChangeFeed, type MirrorStart } from "./ChangeFeed.ts"
+import { scriptKeys, settled } from "./bookkeeping.ts"
 import { keyspace } from "./keys.ts"
 import { viewOf } from "./record.ts"
 import type { RedisOptions, Reply } from "./RedisConnection.ts"
@@ -50,7 +53,7 @@ export interface RedisBackendOptions extends RedisOptions {
  * @since 0.1.0
  */
 export interface RedisStateBackend extends StateBackendShape {
-  /** True while both connections to Redis are up. */
+  /** True while the connections to Redis are up. */
   readonly ready: () => boolean
   /** Clusters held now, asked of Redis: those with affiliates, and the empty ones watched on this instance. */
   readonly clusterCount: Effect.Effect<number, Unavailable>
@@ -115,8 +118,8 @@ const affiliatesOf = (pairs: Reply): Map<string, AffiliateView> => {
 }
 
 /**
- * The backend on Redis, connected for the scope's life: two connections (one
- * for commands, one that blocks reading change logs). It waits for them up to
+ * The backend on Redis, connected for the scope's life (commands, and the
+ * change notifications on connections of their own). It waits for them up to
  * the connect timeout, then starts whether or not Redis answers: calls fail
  * with UNAVAILABLE until it does.
  *
@@ -129,40 +132,46 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
     const logLength = String(options.logLength ?? 1000)
     const retention = String(options.emptyRetentionMillis ?? 3_600_000)
     const epoch = randomUUID()
-    const commands = new RedisConnection(options, "discovery-commands")
-    const reader = new RedisConnection(options, "discovery-watch-reader")
+    const redis = new RedisConnection(options, "discovery")
+    const keysOf = (clusterId: string) => scriptKeys(redis, keys, clusterId)
+    /** The clusters counted when last asked (the cap's measure under Redis Cluster). */
+    let knownClusters = 0
+    const settle = (clusterId: string, reply: Reply) =>
+      settled(redis, keys, clusterId, reply, (change) => {
+        knownClusters += change
+      })
     const load = async (clusterId: string): Promise<MirrorStart> => {
-      const reply = (await commands.run(scripts.snapshot, keys.cluster(clusterId).all, [
+      const reply = (await redis.run(scripts.snapshot, keysOf(clusterId), [
         epoch,
         retention,
         clusterId,
-        String(options.caps.maxClusters)
+        String(options.caps.maxClusters),
+        String(knownClusters)
       ])) as ReadonlyArray<Reply>
       return { revision: Number(String(reply[0])), epoch: String(reply[1]), affiliates: affiliatesOf(reply[2]!) }
     }
-    const feed = new ChangeFeed({ reader, commands, load, keysOf: keys.cluster })
+    const feed = new ChangeFeed({ redis, load, keysOf: keys.cluster })
     let stats: StoreStats = { clusters: 0, affiliates: 0, endpoints: 0, watches: 0 }
 
     yield* Effect.acquireRelease(
       Effect.promise(() => {
-        const connected = Promise.all([commands.connect(), reader.connect()]).catch(() => undefined)
-        feed.run().catch(() => undefined)
+        const connected = redis.connect().catch(() => undefined)
         const waited = options.connectTimeoutMillis ?? 5000
         return Promise.race([connected, new Promise((resolve) => setTimeout(resolve, waited).unref())])
       }),
       () =>
         Effect.sync(() => {
           feed.close(() => undefined)
-          commands.close()
-          reader.close()
+          redis.close()
         })
     )
 
     const refreshStats = async (): Promise<void> => {
       const [clusters, counts] = (await Promise.all([
-        commands.send(["ZCARD", keys.index]),
-        commands.send(["HMGET", keys.counts, "affiliates", "endpoints"])
+        redis.send(["ZCARD", keys.index], keys.index),
+        redis.send(["HMGET", keys.counts, "affiliates", "endpoints"], keys.counts)
       ])) as [number, ReadonlyArray<Buffer | null>]
+      knownClusters = clusters
       stats = {
         clusters,
         affiliates: Number(counts[0]?.toString() ?? 0),
@@ -176,14 +185,17 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
       let trimmed = 0
       let emptied = false
       for (;;) {
-        const reply = (await commands.run(scripts.sweep, keys.cluster(clusterId).all, [
+        const reply = (await settle(
           clusterId,
-          String(now),
-          String(sweepBatch),
-          epoch,
-          logLength,
-          retention
-        ])) as ReadonlyArray<number>
+          await redis.run(scripts.sweep, keysOf(clusterId), [
+            clusterId,
+            String(now),
+            String(sweepBatch),
+            epoch,
+            logLength,
+            retention
+          ])
+        )) as ReadonlyArray<number>
         removed += reply[0]!
         trimmed += reply[1]!
         emptied ||= reply[3] === 1
@@ -196,16 +208,10 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
       let removedAffiliates = 0
       let trimmedAffiliates = 0
       for (;;) {
-        const due = (await commands.send([
-          "ZRANGE",
-          keys.index,
-          "-inf",
-          String(now),
-          "BYSCORE",
-          "LIMIT",
-          "0",
-          String(indexBatch)
-        ])) as ReadonlyArray<Buffer>
+        const due = (await redis.send(
+          ["ZRANGE", keys.index, "-inf", String(now), "BYSCORE", "LIMIT", "0", String(indexBatch)],
+          keys.index
+        )) as ReadonlyArray<Buffer>
         for (const id of due) {
           const [removed, trimmed, emptied] = await sweepCluster(id.toString("utf8"), now)
           removedAffiliates += removed
@@ -215,20 +221,23 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
         if (due.length < indexBatch) break
       }
       for (const watched of feed.watched()) {
-        const current = await commands.run(scripts.touch, watched.keys.all, [retention])
+        const current = await redis.run(scripts.touch, keysOf(watched.clusterId), [retention])
         feed.epochSeen(watched.clusterId, String(current))
       }
+      feed.catchUp()
       await refreshStats()
       return { removedClusters, removedAffiliates, trimmedAffiliates }
     }
 
     return {
-      ready: () => commands.ready && reader.ready,
-      available: () => commands.ready && reader.ready,
-      clusterCount: unavailableOnly(async () => Number(await commands.send(["ZCARD", keys.index])) + feed.emptyWatched),
+      ready: () => redis.ready,
+      available: () => redis.ready,
+      clusterCount: unavailableOnly(
+        async () => Number(await redis.send(["ZCARD", keys.index], keys.index)) + feed.emptyWatched
+      ),
       update: (request, expiresAt) =>
-        attempt(() =>
-          commands.run(scripts.update, keys.cluster(request.clusterId).all, [
+        attempt(async () => {
+          const reply = await redis.run(scripts.update, keysOf(request.clusterId), [
             request.clusterId,
             request.affiliateId,
             String(expiresAt),
@@ -242,22 +251,27 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
             epoch,
             logLength,
             retention,
+            String(knownClusters),
             ...request.endpoints.map((blob) => Buffer.from(blob.buffer, blob.byteOffset, blob.length))
           ])
-        ).pipe(Effect.asVoid),
+          await settle(request.clusterId, reply)
+        }),
       delete: (request) =>
-        unavailableOnly(() =>
-          commands.run(scripts.remove, keys.cluster(request.clusterId).all, [
+        unavailableOnly(async () => {
+          const reply = await redis.run(scripts.remove, keysOf(request.clusterId), [
             request.clusterId,
             request.affiliateId,
             epoch,
             logLength,
             retention
           ])
-        ).pipe(Effect.asVoid),
+          await settle(request.clusterId, reply)
+        }),
       list: (clusterId) =>
         unavailableOnly(async () => [
-          ...affiliatesOf(await commands.send(["HGETALL", keys.cluster(clusterId).affiliates])).values()
+          ...affiliatesOf(
+            await redis.send(["HGETALL", keys.cluster(clusterId).affiliates], keys.cluster(clusterId).affiliates)
+          ).values()
         ]),
       subscribe: (clusterId, sink) =>
         Effect.flatMap(

@@ -1,14 +1,17 @@
 /**
- * The backend's way to Redis: a node-redis client that answers bulk strings
- * as Buffers, never queues a command while it is disconnected (a command
- * then fails at once, so nothing is acknowledged that Redis has not taken),
- * and reconnects by itself with backoff. Scripts run by EVALSHA, loaded again
- * when Redis forgot them (after a restart).
+ * The backend's way to Redis, a single server or a Redis Cluster, on
+ * node-redis: commands answer bulk strings as Buffers; no command is queued
+ * while disconnected (it fails at once, so nothing is acknowledged that Redis
+ * has not taken); connections come back by themselves with backoff. Scripts
+ * run by EVALSHA, loaded again when Redis forgot them (after a restart).
+ * Change notifications use sharded pub/sub (SSUBSCRIBE), which a Redis
+ * Cluster routes to the node of each channel's slot, on connections of their
+ * own.
  *
  * @since 0.1.0
  */
 import { createHash } from "node:crypto"
-import { createClient, RESP_TYPES } from "redis"
+import { createClient, createCluster, RESP_TYPES } from "redis"
 
 /**
  * How to reach Redis.
@@ -17,8 +20,10 @@ import { createClient, RESP_TYPES } from "redis"
  * @since 0.1.0
  */
 export interface RedisOptions {
-  /** `redis://[user:password@]host:port[/db]` or `rediss://` for TLS. */
+  /** `redis://[user:password@]host:port[/db]` or `rediss://` for TLS; for a Redis Cluster, seed nodes separated by commas. */
   readonly url: string
+  /** The URL names seed nodes of a Redis Cluster (default false). */
+  readonly cluster?: boolean | undefined
   /** Replaces the URL's password (e.g. from an environment variable). */
   readonly password?: string | undefined
   /** Longest wait for a connection, in milliseconds (default 5000). */
@@ -28,7 +33,7 @@ export interface RedisOptions {
 }
 
 /**
- * A reply bulk string, as Buffers; integers as numbers; arrays as arrays;
+ * A reply: bulk strings as Buffers, integers as numbers, arrays as arrays,
  * nil as null.
  *
  * @category models
@@ -57,70 +62,143 @@ export const script = (source: string): Script => ({ source, sha: createHash("sh
 
 const buffers = { typeMapping: { [RESP_TYPES.BLOB_STRING]: Buffer } } as const
 
+const connectionOptions = (options: RedisOptions, name: string) => ({
+  ...(options.password === undefined ? {} : { password: options.password }),
+  name,
+  RESP: 2 as const,
+  disableOfflineQueue: true,
+  socket: {
+    connectTimeout: options.connectTimeoutMillis ?? 5000,
+    reconnectStrategy:
+      options.reconnect === false
+        ? (false as const)
+        : (retries: number) => Math.min(50 * 2 ** Math.min(retries, 6), 2000)
+  }
+})
+
+const newClient = (options: RedisOptions, name: string) =>
+  createClient({ url: options.url, ...connectionOptions(options, name) })
+
+const newCluster = (options: RedisOptions, name: string) => {
+  const scheme = options.url.split("://")[0]
+  const urls = options.url.split(",").map((part, i) => (i === 0 ? part : `${scheme}://${part}`))
+  return createCluster({ rootNodes: urls.map((url) => ({ url })), defaults: connectionOptions(options, name), RESP: 2 })
+}
+
+type Client = ReturnType<typeof newClient>
+type Cluster = ReturnType<typeof newCluster>
+
 /**
- * One connection to Redis.
+ * Connections to one Redis or one Redis Cluster.
  *
  * @category models
  * @since 0.1.0
  */
 export class RedisConnection {
-  readonly #client: ReturnType<typeof createClient>
+  /** True for a Redis Cluster: keys of different clusters live on different nodes. */
+  readonly cluster: boolean
+  readonly #client: Client | undefined
+  readonly #nodes: Cluster | undefined
+  #subscriber: Client | undefined
   #lastError: string | undefined
+  readonly #readyListeners: Array<() => void> = []
+  readonly #lostListeners: Array<(reason: string) => void> = []
 
   constructor(options: RedisOptions, name: string) {
-    this.#client = createClient({
-      url: options.url,
-      ...(options.password === undefined ? {} : { password: options.password }),
-      name,
-      RESP: 2,
-      disableOfflineQueue: true,
-      socket: {
-        connectTimeout: options.connectTimeoutMillis ?? 5000,
-        reconnectStrategy:
-          options.reconnect === false ? false : (retries: number) => Math.min(50 * 2 ** Math.min(retries, 6), 2000)
-      }
-    })
-    this.#client.on("error", (error: Error) => {
+    this.cluster = options.cluster === true
+    const onError = (error: Error) => {
       this.#lastError = error.message
-    })
-    this.#client.on("ready", () => {
-      this.#lastError = undefined
-    })
+      for (const listener of this.#lostListeners) listener(error.message)
+    }
+    if (this.cluster) {
+      this.#nodes = newCluster(options, name)
+      this.#nodes.on("error", onError)
+    } else {
+      this.#client = newClient(options, name)
+      this.#client.on("error", onError)
+      this.#client.on("ready", () => {
+        this.#lastError = undefined
+      })
+    }
   }
 
   /** True while the connection is up and ready for commands. */
   get ready(): boolean {
-    return this.#client.isReady
+    return this.#client?.isReady ?? this.#nodes!.isReady
   }
 
-  /** What went wrong last, while the connection is down. */
+  /** What went wrong last. */
   get lastError(): string | undefined {
     return this.#lastError
   }
 
-  /** Starts connecting; resolves once connected (the first attempt's failure rejects, later ones retry). */
+  /** Connects; the first attempt's failure rejects, later ones retry. */
   connect(): Promise<unknown> {
-    return this.#client.connect()
+    return this.#client?.connect() ?? this.#nodes!.connect()
   }
 
-  /** Sends one command. */
-  send(args: ReadonlyArray<string | Buffer>): Promise<Reply> {
-    return this.#client.sendCommand(args as Array<string | Buffer>, buffers) as Promise<Reply>
+  /** Sends one command; `key` names the node of a Redis Cluster that holds it. */
+  send(args: ReadonlyArray<string | Buffer>, key?: string): Promise<Reply> {
+    const command = args as Array<string | Buffer>
+    if (this.#client !== undefined) return this.#client.sendCommand(command, buffers) as Promise<Reply>
+    return this.#nodes!.sendCommand(key, false, command, buffers) as Promise<Reply>
   }
 
-  /** Runs `script` on `keys` with `args`, loading it first when Redis does not know it. */
+  /** Runs `script` on `keys` (all in one slot under Redis Cluster) with `args`, loading it first when Redis does not know it. */
   async run(script: Script, keys: ReadonlyArray<string>, args: ReadonlyArray<string | Buffer>): Promise<Reply> {
     const tail = [String(keys.length), ...keys, ...args]
     try {
-      return await this.send(["EVALSHA", script.sha, ...tail])
+      return await this.send(["EVALSHA", script.sha, ...tail], keys[0])
     } catch (error) {
       if (!(error instanceof Error) || !error.message.startsWith("NOSCRIPT")) throw error
-      return await this.send(["EVAL", script.source, ...tail])
+      return await this.send(["EVAL", script.source, ...tail], keys[0])
     }
   }
 
-  /** Closes the connection at once. */
+  /** Listens to a sharded channel; messages arrive as Buffers. */
+  async subscribe(channel: string, listener: (message: Buffer) => void): Promise<void> {
+    if (this.#nodes !== undefined) return this.#nodes.sSubscribe(channel, listener, true)
+    return (await this.#subscriberClient()).sSubscribe(channel, listener, true)
+  }
+
+  /** Stops `listener` listening to a sharded channel. */
+  async unsubscribe(channel: string, listener: (message: Buffer) => void): Promise<void> {
+    if (this.#nodes !== undefined) return this.#nodes.sUnsubscribe(channel, listener, true)
+    if (this.#subscriber?.isReady) await this.#subscriber.sUnsubscribe(channel, listener, true)
+  }
+
+  /** Calls `listener` each time the notifications' connection is ready again after a break (messages may be lost). */
+  onNotificationsReady(listener: () => void): void {
+    this.#readyListeners.push(listener)
+  }
+
+  /** Calls `listener` with the reason whenever a connection fails (notifications may be lost until it is back). */
+  onConnectionLost(listener: (reason: string) => void): void {
+    this.#lostListeners.push(listener)
+  }
+
+  /** Closes every connection at once. */
   close(): void {
-    if (this.#client.isOpen) this.#client.destroy()
+    if (this.#subscriber?.isOpen) this.#subscriber.destroy()
+    if (this.#client?.isOpen) this.#client.destroy()
+    if (this.#nodes?.isOpen) this.#nodes.destroy()
+  }
+
+  async #subscriberClient(): Promise<Client> {
+    if (this.#subscriber === undefined) {
+      const subscriber = this.#client!.duplicate()
+      this.#subscriber = subscriber
+      subscriber.on("error", (error: Error) => {
+        this.#lastError = error.message
+        for (const listener of this.#lostListeners) listener(error.message)
+      })
+      let first = true
+      subscriber.on("ready", () => {
+        if (first) first = false
+        else for (const listener of this.#readyListeners) listener()
+      })
+      await subscriber.connect()
+    }
+    return this.#subscriber
   }
 }

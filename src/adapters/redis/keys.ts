@@ -19,7 +19,11 @@ export interface ClusterKeys {
   readonly dueTimes: string
   readonly meta: string
   readonly log: string
-  /** All keys, as a script's KEYS. */
+  /** The sharded pub/sub channel where each change is announced. */
+  readonly channel: string
+  /** The cluster's own keys, as a script's KEYS under Redis Cluster. */
+  readonly own: ReadonlyArray<string>
+  /** Its keys with the instance-wide index and counts, as a script's KEYS on a single Redis. */
   readonly all: ReadonlyArray<string>
 }
 
@@ -49,7 +53,8 @@ export const keyspace = (prefix: string) => {
       const dueTimes = `${base}x`
       const meta = `${base}m`
       const log = `${base}s`
-      return { affiliates, dueTimes, meta, log, all: [affiliates, dueTimes, meta, log, index, counts] }
+      const own = [affiliates, dueTimes, meta, log]
+      return { affiliates, dueTimes, meta, log, channel: `${base}n`, own, all: [...own, index, counts] }
     }
   }
 }

@@ -21,7 +21,15 @@
 
 /** Decoding and encoding of records, and the bookkeeping every change shares. */
 const prelude = `
-local A, X, M, S, INDEX, COUNTS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local A, X, M, S = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+-- The instance-wide index of clusters and the counts, given when they live on
+-- the script's node (a single Redis). Under Redis Cluster they live in other
+-- slots: the script reports what changed (see settled) and the instance
+-- applies it.
+local INDEX, COUNTS = KEYS[5], KEYS[6]
+-- Where instances hear of each change of the cluster (sharded pub/sub, same slot).
+local N = string.sub(A, 1, -2) .. 'n'
+local counted = { affiliates = 0, endpoints = 0 }
 
 local function decode(record)
   local exp, dlen, n, pos = struct.unpack('>dHH', record)
@@ -57,12 +65,34 @@ end
 local function score(x) return string.format('%.17g', x) end
 
 local function count(field, n)
-  if n ~= 0 then redis.call('HINCRBY', COUNTS, field, n) end
+  if n ~= 0 then
+    counted[field] = counted[field] + n
+    if COUNTS then redis.call('HINCRBY', COUNTS, field, n) end
+  end
 end
 
+-- The cluster's next due time in the index ('-1': no affiliates, not indexed).
 local function reindex(cid)
   local first = redis.call('ZRANGE', X, 0, 0, 'WITHSCORES')
-  if first[2] then redis.call('ZADD', INDEX, first[2], cid) else redis.call('ZREM', INDEX, cid) end
+  if INDEX then
+    if first[2] then redis.call('ZADD', INDEX, first[2], cid) else redis.call('ZREM', INDEX, cid) end
+  end
+  return first[2] or '-1'
+end
+
+-- Whether one more cluster would pass the cap: counted in the index on a
+-- single Redis; under Redis Cluster, against the count the instance last saw.
+local function overCap(cid, maxClusters, known)
+  if INDEX then
+    return not redis.call('ZSCORE', INDEX, cid) and redis.call('ZCARD', INDEX) >= maxClusters
+  end
+  return known >= maxClusters
+end
+
+-- Every script that changes a cluster returns its result with what the
+-- instance applies to the index and counts under Redis Cluster.
+local function settled(result, due)
+  return { result, counted.affiliates, counted.endpoints, due }
 end
 
 -- A cluster whose meta is gone (never made, or expired) starts a new epoch
@@ -78,6 +108,7 @@ local function log(rev, maxlen, aid, record)
   else
     redis.call('XADD', S, 'MAXLEN', '~', maxlen, '0-' .. rev, 'a', aid)
   end
+  redis.call('SPUBLISH', N, rev .. ' ' .. redis.call('HGET', M, 'epoch'))
 end
 
 -- A cluster without affiliates keeps its meta and log for a while (its
@@ -97,8 +128,9 @@ end
  * AffiliateUpdate. ARGV: cluster ID, affiliate ID, expiry, 1 when data is
  * given (non-empty), data, max affiliates, max endpoints, max clusters,
  * epoch for a new cluster, log length, retention of an empty cluster (ms),
- * then the endpoints. Returns the new revision, 0 when nothing a watcher can
- * see changed, or an error reply `LIMIT <which>` having written nothing.
+ * clusters the instance last counted (Redis Cluster), then the endpoints.
+ * Its result is the new revision, 0 when nothing a watcher can see changed;
+ * or an error reply `LIMIT <which>` having written nothing.
  *
  * @category models
  * @since 0.1.0
@@ -107,8 +139,8 @@ export const update = `${prelude}
 local cid, aid, exp = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local hasData, data = ARGV[4] == '1', ARGV[5]
 local maxAffiliates, maxEndpoints, maxClusters = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-local epoch, maxlen, retention = ARGV[9], ARGV[10], ARGV[11]
-local first = 12
+local epoch, maxlen, retention, known = ARGV[9], ARGV[10], ARGV[11], tonumber(ARGV[12])
+local first = 13
 
 local record = redis.call('HGET', A, aid)
 local aff
@@ -117,9 +149,7 @@ if record then
   aff = decode(record)
 else
   local count = redis.call('HLEN', A)
-  if count == 0 and not redis.call('ZSCORE', INDEX, cid) and redis.call('ZCARD', INDEX) >= maxClusters then
-    return redis.error_reply('LIMIT clusters')
-  end
+  if count == 0 and overCap(cid, maxClusters, known) then return redis.error_reply('LIMIT clusters') end
   if count >= maxAffiliates then return redis.error_reply('LIMIT affiliates') end
   aff = { exp = -math.huge, data = '', eps = {} }
   created = true
@@ -158,20 +188,20 @@ if aff.exp < exp then aff.exp = exp end
 record = encode(aff)
 redis.call('HSET', A, aid, record)
 redis.call('ZADD', X, score(due(aff)), aid)
-reindex(cid)
+local nextDue = reindex(cid)
 if created then count('affiliates', 1) end
 count('endpoints', #added)
-if not changed then return 0 end
+if not changed then return settled(0, nextDue) end
 local rev = revision(epoch)
 log(rev, maxlen, aid, record)
 retain(retention)
-return rev
+return settled(rev, nextDue)
 `
 
 /**
  * AffiliateDelete. ARGV: cluster ID, affiliate ID, epoch for a new cluster,
- * log length, retention of an empty cluster (ms). Returns the new revision,
- * or 0 when the affiliate did not exist.
+ * log length, retention of an empty cluster (ms). Its result is the new
+ * revision, or 0 when the affiliate did not exist.
  *
  * @category models
  * @since 0.1.0
@@ -179,17 +209,17 @@ return rev
 export const remove = `${prelude}
 local cid, aid, epoch, maxlen, retention = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local record = redis.call('HGET', A, aid)
-if not record then return 0 end
+if not record then return settled(0, reindex(cid)) end
 local aff = decode(record)
 redis.call('HDEL', A, aid)
 redis.call('ZREM', X, aid)
-reindex(cid)
+local nextDue = reindex(cid)
 count('affiliates', -1)
 count('endpoints', -#aff.eps)
 local rev = revision(epoch)
 log(rev, maxlen, aid, nil)
 retain(retention)
-return rev
+return settled(rev, nextDue)
 `
 
 /**
@@ -198,16 +228,15 @@ return rev
  * 0, this epoch), so the revisions its watchers count from stay valid;
  * watching a cluster that does not exist fails as creating one would when
  * the cap on clusters is reached. ARGV: epoch for a new cluster, retention
- * of an empty cluster (ms), cluster ID, max clusters.
+ * of an empty cluster (ms), cluster ID, max clusters, clusters the instance
+ * last counted (Redis Cluster).
  *
  * @category models
  * @since 0.1.0
  */
 export const snapshot = `${prelude}
-local cid, maxClusters = ARGV[3], tonumber(ARGV[4])
-if redis.call('HLEN', A) == 0 and not redis.call('ZSCORE', INDEX, cid) and redis.call('ZCARD', INDEX) >= maxClusters then
-  return redis.error_reply('LIMIT clusters')
-end
+local cid, maxClusters, known = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+if redis.call('HLEN', A) == 0 and overCap(cid, maxClusters, known) then return redis.error_reply('LIMIT clusters') end
 if redis.call('HSETNX', M, 'epoch', ARGV[1]) == 1 then redis.call('DEL', S) end
 redis.call('HSETNX', M, 'rev', 0)
 retain(ARGV[2])
@@ -222,8 +251,8 @@ return { meta[1], meta[2], redis.call('HGETALL', A) }
  * cluster at once: each looks again inside the script, so an expiry is
  * applied and announced exactly once. ARGV: cluster ID, now, limit, epoch
  * for a new cluster, log length, retention of an empty cluster (ms).
- * Returns removed and trimmed affiliates, 1 when more may be due, and 1 when
- * the sweep removed the cluster's last affiliate.
+ * Its result is removed and trimmed affiliates, 1 when more may be due, and
+ * 1 when the sweep removed the cluster's last affiliate.
  *
  * @category models
  * @since 0.1.0
@@ -261,9 +290,10 @@ for _, aid in ipairs(ids) do
     end
   end
 end
-reindex(cid)
+local nextDue = reindex(cid)
 if removed + trimmed > 0 then retain(retention) end
-return { removed, trimmed, #ids == limit and 1 or 0, (removed > 0 and redis.call('HLEN', A) == 0) and 1 or 0 }
+local emptied = (removed > 0 and redis.call('HLEN', A) == 0) and 1 or 0
+return settled({ removed, trimmed, #ids == limit and 1 or 0, emptied }, nextDue)
 `
 
 /**
@@ -285,19 +315,19 @@ return redis.call('HGET', M, 'epoch') or ''
  * memory backend skips a cluster it holds). Each affiliate is one logged
  * change, so a watcher of the empty cluster sees them arrive. ARGV: cluster
  * ID, epoch for a new cluster, log length, retention of an empty cluster
- * (ms), max clusters, then affiliate ID and record pairs.
+ * (ms), max clusters, clusters the instance last counted (Redis Cluster),
+ * then affiliate ID and record pairs. Its result is the affiliates restored.
  *
  * @category models
  * @since 0.1.0
  */
 export const restore = `${prelude}
-local cid, epoch, maxlen, retention, maxClusters = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
-if redis.call('HLEN', A) > 0 then return -1 end
-if not redis.call('ZSCORE', INDEX, cid) and redis.call('ZCARD', INDEX) >= maxClusters then
-  return redis.error_reply('LIMIT clusters')
-end
+local cid, epoch, maxlen, retention = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local maxClusters, known = tonumber(ARGV[5]), tonumber(ARGV[6])
+if redis.call('HLEN', A) > 0 then return settled(-1, reindex(cid)) end
+if overCap(cid, maxClusters, known) then return redis.error_reply('LIMIT clusters') end
 local restored = 0
-for i = 6, #ARGV - 1, 2 do
+for i = 7, #ARGV - 1, 2 do
   local aid, record = ARGV[i], ARGV[i + 1]
   local aff = decode(record)
   redis.call('HSET', A, aid, record)
@@ -307,7 +337,7 @@ for i = 6, #ARGV - 1, 2 do
   log(revision(epoch), maxlen, aid, record)
   restored = restored + 1
 end
-reindex(cid)
+local nextDue = reindex(cid)
 retain(retention)
-return restored
+return settled(restored, nextDue)
 `

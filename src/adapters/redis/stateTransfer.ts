@@ -12,6 +12,7 @@ import type { AffiliateEntry } from "../../core/server/Affiliate.ts"
 import { Limits } from "../../core/server/limits.ts"
 import * as SnapshotCodec from "../../core/server/SnapshotCodec.ts"
 import type { EncodedSnapshot } from "../../core/server/snapshotFormat.ts"
+import { scriptKeys, settled } from "./bookkeeping.ts"
 import { keyspace } from "./keys.ts"
 import { entryOf, recordOf } from "./record.ts"
 import type { RedisConnection, Reply } from "./RedisConnection.ts"
@@ -66,6 +67,7 @@ export const importSnapshot = async (
   const keys = keyspace(target.keyPrefix)
   const epoch = randomUUID()
   const decoded = SnapshotCodec.decode(bytes, now)
+  let known = Number(await redis.send(["ZCARD", keys.index], keys.index))
   const alreadyHeld: Array<string> = []
   let clusters = 0
   let affiliates = 0
@@ -78,7 +80,8 @@ export const importSnapshot = async (
       epoch,
       String(target.logLength ?? 1000),
       String(target.emptyRetentionMillis ?? 3_600_000),
-      String(target.maxClusters)
+      String(target.maxClusters),
+      String(known)
     ]
     let kept = 0
     let keptEndpoints = 0
@@ -92,11 +95,13 @@ export const importSnapshot = async (
       keptEndpoints += affiliate.endpointCount
     }
     if (kept === 0) continue
-    const restored = Number(await redis.run(restore, keys.cluster(cluster.id).all, args))
+    const reply = await redis.run(restore, scriptKeys(redis, keys, cluster.id), args)
+    const restored = Number(await settled(redis, keys, cluster.id, reply))
     if (restored < 0) {
       alreadyHeld.push(cluster.id)
       continue
     }
+    known++
     clusters++
     affiliates += kept
     endpoints += keptEndpoints
@@ -120,10 +125,14 @@ export const exportSnapshot = async (
   const keys = keyspace(keyPrefix)
   const entries: Array<{ readonly id: string; readonly affiliates: ReadonlyMap<string, AffiliateEntry> }> = []
   for (let start = 0; ; start += 1000) {
-    const page = (await redis.send(["ZRANGE", keys.index, String(start), String(start + 999)])) as ReadonlyArray<Buffer>
+    const page = (await redis.send(
+      ["ZRANGE", keys.index, String(start), String(start + 999)],
+      keys.index
+    )) as ReadonlyArray<Buffer>
     for (const member of page) {
       const id = member.toString("utf8")
-      const pairs = (await redis.send(["HGETALL", keys.cluster(id).affiliates])) as ReadonlyArray<Reply>
+      const affiliatesKey = keys.cluster(id).affiliates
+      const pairs = (await redis.send(["HGETALL", affiliatesKey], affiliatesKey)) as ReadonlyArray<Reply>
       const affiliates = new Map<string, AffiliateEntry>()
       for (let i = 0; i + 1 < pairs.length; i += 2) {
         const affiliateId = (pairs[i] as Buffer).toString("utf8")

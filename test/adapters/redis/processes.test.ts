@@ -17,7 +17,7 @@ import { Duration, Effect, Fiber, Stream } from "effect"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { GrpcClient } from "../../../src/adapters/grpc/index.ts"
 import type { ClusterApi, WatchEvent } from "../../../src/ports/ClusterApi.ts"
-import { freePort, type RedisServer, startRedis } from "./redisServer.ts"
+import { freePort, type RedisServer, startRedis, startRedisCluster } from "./redisServer.ts"
 
 const root = resolve(import.meta.dirname, "../../..")
 
@@ -40,12 +40,16 @@ afterAll(async () => {
 })
 
 /** Starts the command on the test's Redis with `prefix`, on loopback ports the system picks. */
-const startService = async (prefix: string, extra: ReadonlyArray<string> = []): Promise<Service> => {
+const startService = async (
+  prefix: string,
+  extra: ReadonlyArray<string> = [],
+  state = () => `--state=${redis!.url}`
+): Promise<Service> => {
   const child = spawn(
     process.execPath,
     [
       "src/cli/main.ts",
-      `--state=${redis!.url}`,
+      state(),
       `--state-key-prefix=${prefix}`,
       ...(extra.some((flag) => flag.startsWith("--addr=")) ? [] : ["--addr=127.0.0.1:0"]),
       "--landing-addr=",
@@ -281,6 +285,54 @@ describe("service processes on one Redis", () => {
         assert.isAbove(bySecond, 0, "the second instance took connections")
         const viaSecond = yield* clientOf(second)
         assert.strictEqual((yield* viaSecond.list({ clusterId: "reused" })).length, 30, "one state behind both")
+      }).pipe(Effect.scoped),
+    60_000
+  )
+})
+
+describe("service processes on a Redis Cluster", () => {
+  let cluster: Awaited<ReturnType<typeof startRedisCluster>> | undefined
+  beforeAll(async () => {
+    cluster = await startRedisCluster(3)
+  }, 60_000)
+  afterAll(async () => {
+    await cluster?.cleanup()
+  })
+
+  it.live(
+    "two instances on a Redis Cluster of 3 primaries serve one state: a watcher on one sees updates made through the other",
+    () =>
+      Effect.gen(function* () {
+        const state = () => `--state=${cluster!.url}`
+        const prefix = `cluster-${Date.now()}:`
+        const [a, b] = yield* Effect.promise(() =>
+          Promise.all([
+            startService(prefix, ["--state-cluster"], state),
+            startService(prefix, ["--state-cluster"], state)
+          ])
+        )
+        const [viaA, viaB] = yield* Effect.all([clientOf(a!), clientOf(b!)])
+        const clusterIds = Array.from({ length: 12 }, (_, i) => `spread-${i}`)
+        const watch = yield* Effect.forkChild(
+          Stream.runCollect(Stream.take(viaB.watch({ clusterId: clusterIds[0]! }), 4))
+        )
+        yield* Effect.sleep("300 millis")
+        for (const [i, clusterId] of clusterIds.entries()) yield* update(viaA, clusterId, "af1", `v${i}`)
+        yield* update(viaA, clusterIds[0]!, "af2", "second")
+        yield* viaA.affiliateDelete({ clusterId: clusterIds[0]!, affiliateId: "af1" })
+        assert.deepStrictEqual((yield* Fiber.join(watch)).map(describeEvent), [
+          "snapshot:0",
+          "af1=v0",
+          "af2=second",
+          "-af1"
+        ])
+        for (const [i, clusterId] of clusterIds.entries()) {
+          if (i === 0) continue
+          assert.deepStrictEqual(
+            (yield* viaB.list({ clusterId })).map((x) => textOf(x.data)),
+            [`v${i}`]
+          )
+        }
       }).pipe(Effect.scoped),
     60_000
   )

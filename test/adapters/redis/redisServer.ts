@@ -2,7 +2,7 @@
  * A real `redis-server` for tests: started on a free loopback port in a
  * temporary folder, without persistence, and stopped (by PID) when done.
  */
-import { type ChildProcess, spawn } from "node:child_process"
+import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import * as net from "node:net"
 import { tmpdir } from "node:os"
@@ -70,6 +70,54 @@ export const startRedis = async (
     cleanup: async () => {
       await server.stop()
       rmSync(dir, { recursive: true, force: true })
+    }
+  }
+}
+
+/** A port below 55536 that is free, with its cluster-bus port (10000 above) free too. */
+const freeClusterPort = async (): Promise<number> => {
+  const taken = (port: number) =>
+    new Promise<boolean>((resolve) => {
+      const server = net.createServer()
+      server.once("error", () => resolve(true))
+      server.listen(port, "127.0.0.1", () => server.close(() => resolve(false)))
+    })
+  for (;;) {
+    const port = 20000 + Math.floor(Math.random() * 30000)
+    if (!(await taken(port)) && !(await taken(port + 10000))) return port
+  }
+}
+
+/** A Redis Cluster of `primaries` primaries (no replicas), created with `redis-cli --cluster create`. */
+export const startRedisCluster = async (
+  primaries = 3
+): Promise<{ readonly url: string; readonly nodes: ReadonlyArray<RedisServer>; cleanup(): Promise<void> }> => {
+  const dirs: Array<string> = []
+  const nodes: Array<RedisServer> = []
+  for (let i = 0; i < primaries; i++) {
+    const dir = mkdtempSync(join(tmpdir(), "discovery-redis-cluster-"))
+    dirs.push(dir)
+    nodes.push(
+      await launch(await freeClusterPort(), dir, ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"])
+    )
+  }
+  const addresses = nodes.map((node) => `127.0.0.1:${node.port}`)
+  execFileSync("redis-cli", ["--cluster", "create", ...addresses, "--cluster-replicas", "0", "--cluster-yes"], {
+    stdio: "ignore"
+  })
+  for (const node of nodes) {
+    for (let i = 0; i < 200; i++) {
+      const info = execFileSync("redis-cli", ["-p", String(node.port), "CLUSTER", "INFO"]).toString()
+      if (info.includes("cluster_state:ok")) break
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+  }
+  return {
+    url: addresses.map((address, i) => (i === 0 ? `redis://${address}` : address)).join(","),
+    nodes,
+    cleanup: async () => {
+      for (const node of nodes) await node.stop()
+      for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
     }
   }
 }

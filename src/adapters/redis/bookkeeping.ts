@@ -1,0 +1,57 @@
+/**
+ * The instance-wide index of clusters (by next due time) and the counts of
+ * affiliates and endpoints, kept beside each cluster's keys. On a single
+ * Redis every change script keeps them itself; under Redis Cluster they live
+ * in other slots than the cluster's keys, so the script reports what changed
+ * and the instance applies it right after, in a separate step: an instance
+ * that dies in between leaves them stale until the cluster next changes.
+ *
+ * @since 0.1.0
+ */
+import type { Keyspace } from "./keys.ts"
+import type { RedisConnection, Reply } from "./RedisConnection.ts"
+
+/**
+ * A change script's KEYS for a cluster: with the index and counts on a
+ * single Redis; the cluster's own under Redis Cluster.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const scriptKeys = (redis: RedisConnection, keys: Keyspace, clusterId: string): ReadonlyArray<string> => {
+  const cluster = keys.cluster(clusterId)
+  return redis.cluster ? cluster.own : cluster.all
+}
+
+/**
+ * The result of a change script (its replies are `[result, affiliates added,
+ * endpoints added, next due time or -1]`), once what it reported is applied
+ * under Redis Cluster; `indexed` is told how many clusters that added to the
+ * index (or, below zero, removed).
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const settled = async (
+  redis: RedisConnection,
+  keys: Keyspace,
+  clusterId: string,
+  reply: Reply,
+  indexed: (change: number) => void = () => undefined
+): Promise<Reply> => {
+  const [result, affiliates, endpoints, due] = reply as ReadonlyArray<Reply>
+  if (!redis.cluster) return result!
+  const writes: Array<Promise<Reply>> = []
+  for (const [field, added] of [
+    ["affiliates", affiliates],
+    ["endpoints", endpoints]
+  ] as const) {
+    if (added !== 0) writes.push(redis.send(["HINCRBY", keys.counts, field, String(added)], keys.counts))
+  }
+  const score = String(due)
+  const removal = score === "-1"
+  const index = removal ? ["ZREM", keys.index, clusterId] : ["ZADD", keys.index, score, clusterId]
+  writes.push(redis.send(index, keys.index).then((changed) => (indexed((removal ? -1 : 1) * Number(changed)), changed)))
+  await Promise.all(writes)
+  return result!
+}
