@@ -16,8 +16,9 @@
  *   --gc-interval S      GC period in the scale row (default 3)
  *   --restarts N         restarts from the snapshot in the scale row; load, start → ready and memory are their medians (default 3)
  *   --load-timeout S     most seconds the scale load may take per server (default 300)
- *   --only a,b           rows to run, of update,hello,watch,echo,core,handler,scale,redis (default all)
+ *   --only a,b           rows to run, of update,hello,watch,echo,core,handler,scale,redis,failover (default all)
  *   --redis-affiliates N affiliates loaded for the Redis memory row (default 100000)
+ *   --failover-nodes N   Go nodes in the failover row (default 20)
  *   --out FILE           where to write the JSON (default bench/results/<timestamp>.json)
  *   --keep-logs          keep the servers' log files (printed at the end)
  *   --ours-arg=FLAG      one more flag for our server (repeatable), e.g. --ours-arg=--keepalive-min-time=0
@@ -25,11 +26,13 @@
  * Every process started here is killed at the end, also on failure.
  */
 import type { ChildProcess } from "node:child_process"
+import { randomBytes } from "node:crypto"
 import { spawn } from "node:child_process"
 import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { relative, resolve } from "node:path"
 import { createInterface } from "node:readline"
+import { GoNodes } from "../test/interop/support/goNodes.ts"
 import { type LogEvent, lastEvent, parseLog, seconds } from "./logs.ts"
 import {
   binDir,
@@ -51,6 +54,7 @@ import {
   table,
   track
 } from "./support.ts"
+import { startTcpBalancer } from "./tcpBalancer.ts"
 
 // ---------------------------------------------------------------- options
 
@@ -63,7 +67,7 @@ const numberOption = (name: string, fallback: number): number => {
   return n
 }
 
-const allRows = ["update", "hello", "watch", "echo", "core", "handler", "scale", "redis"] as const
+const allRows = ["update", "hello", "watch", "echo", "core", "handler", "scale", "redis", "failover"] as const
 type RowGroup = (typeof allRows)[number]
 const only = option("only")?.split(",") ?? [...allRows]
 const oursArgs = argv.filter((a) => a.startsWith("--ours-arg=")).map((a) => a.slice("--ours-arg=".length))
@@ -90,6 +94,7 @@ const options = {
   watchLatencyUpdates: 200,
   watchWindow: 16,
   redisAffiliates: Math.round(numberOption("redis-affiliates", 100_000)),
+  failoverNodes: Math.round(numberOption("failover-nodes", 20)),
   only
 }
 const keepLogs = argv.includes("--keep-logs")
@@ -809,6 +814,73 @@ const redisRows = async () => {
   }
 }
 
+/**
+ * Real Go discovery-client nodes behind a TCP balancer over two instances on
+ * one Redis, and a writer node on the second: once all see each other, the
+ * first instance is killed (kill -9) and the writer publishes a change; each
+ * node's time from the kill to seeing that change (its client reconnects
+ * through the balancer to the instance left) is measured, polled every 50 ms.
+ */
+const failoverRow = async () => {
+  const redis = await startRedisServer()
+  const group = "State on Redis (ours: as named; original: in memory, same run)"
+  const flags = [`--state=${redis.url}`, "--state-key-prefix=failover:"]
+  const { server: victim } = await startServer("ours", "failover-a", { extraArgs: flags })
+  const { server: survivor } = await startServer("ours", "failover-b", { extraArgs: flags })
+  const balancer = await startTcpBalancer([victim.address, survivor.address])
+  const go = new GoNodes(resolve(binDir, "nodes"))
+  try {
+    const key = randomBytes(32)
+    const cluster = `failover-${runId}`
+    const names = Array.from({ length: options.failoverNodes }, (_, i) => `n${i}`)
+    log(`state: failover: ${names.length} Go nodes behind a balancer over two instances`)
+    for (const name of names) {
+      await go.start(name, { endpoint: `127.0.0.1:${balancer.port}`, cluster, key, ttl: "1m" })
+      await go.set(name, { hostname: name })
+    }
+    await go.start("writer", { endpoint: survivor.address, cluster, key, ttl: "1m" })
+    await go.set("writer", { hostname: "before" })
+    for (const name of names) {
+      await go.until(
+        name,
+        (peers) => peers.length === names.length && peers.some((p) => p.hostname === "before"),
+        60_000
+      )
+    }
+    victim.child.kill("SIGKILL")
+    const killedAt = performance.now()
+    await go.set("writer", { hostname: "after" })
+    const times = await Promise.all(
+      names.map(async (name) => {
+        await go.until(name, (peers) => peers.some((p) => p.hostname === "after"), 60_000)
+        return performance.now() - killedAt
+      })
+    )
+    raw["state-failover"] = { nodes: names.length, millis: times }
+    const sorted = [...times].sort((x, y) => x - y)
+    put(
+      row(group, `kill -9 of an instance → its nodes receive again (${names.length} Go nodes): median`, "ms", "lower"),
+      "ours",
+      medianOf(sorted)
+    )
+    put(
+      row(
+        group,
+        `kill -9 of an instance → its nodes receive again (${names.length} Go nodes): last node`,
+        "ms",
+        "lower"
+      ),
+      "ours",
+      sorted.at(-1)
+    )
+  } finally {
+    await go.close()
+    balancer.close()
+    for (const server of [victim, survivor]) await stop(server.child, "SIGKILL", 5000)
+    await stop(redis.child, "SIGKILL", 5000)
+  }
+}
+
 // ---------------------------------------------------------------- references
 
 interface CoreResult {
@@ -960,7 +1032,8 @@ const build = async () => {
   mkdirSync(binDir, { recursive: true })
   for (const [name, target] of [
     ["discovery-service", "github.com/siderolabs/discovery-service/cmd/discovery-service"],
-    ["loadgen", "./loadgen"]
+    ["loadgen", "./loadgen"],
+    ["nodes", "./nodes"]
   ] as const) {
     log(`go build ${target}`)
     await run("go", ["build", "-o", resolve(binDir, name), target], 600_000, goModule)
@@ -1097,6 +1170,7 @@ const main = async () => {
     if (enabled("echo")) await echoReference()
     if (enabled("scale")) for (const impl of impls) await scaleRow(impl)
     if (enabled("redis")) await redisRows()
+    if (enabled("failover")) await failoverRow()
   } finally {
     for (const impl of impls) if (servers[impl]) await stop(servers[impl].child, "SIGKILL", 5000)
   }
