@@ -51,7 +51,12 @@ export const settled = async (
   const score = String(due)
   const removal = score === "-1"
   const index = removal ? ["ZREM", keys.index, clusterId] : ["ZADD", keys.index, score, clusterId]
-  writes.push(redis.send(index, keys.index).then((changed) => (indexed((removal ? -1 : 1) * Number(changed)), changed)))
+  writes.push(
+    redis.send(index, keys.index).then((changed) => {
+      indexed((removal ? -1 : 1) * Number(changed))
+      return changed
+    })
+  )
   await Promise.all(writes)
   return result!
 }
