@@ -386,6 +386,25 @@ describe("discovery-service flags", { timeout: processTimeout }, () => {
     assert.include(output, "is not a positive duration")
   })
 
+  it("refuses --reuse-port without a shared state, a --state that is no URL, and an unset password variable", async () => {
+    const reuse = await run(["--addr", "127.0.0.1:0", "--reuse-port"])
+    assert.notStrictEqual(reuse.code, 0)
+    assert.include(reuse.output, "--reuse-port: instances on one port need a shared --state")
+    const state = await run(["--addr", "127.0.0.1:0", "--state", "postgres://x"])
+    assert.notStrictEqual(state.code, 0)
+    assert.include(state.output, "--state must be memory or a redis:// or rediss:// URL")
+    const password = await run([
+      "--addr",
+      "127.0.0.1:0",
+      "--state",
+      "redis://127.0.0.1:1",
+      "--state-password-env",
+      "DISCOVERY_TEST_UNSET_PASSWORD"
+    ])
+    assert.notStrictEqual(password.code, 0)
+    assert.include(password.output, "DISCOVERY_TEST_UNSET_PASSWORD is not set")
+  })
+
   it("prints the flags with --help", async () => {
     const { code, output } = await run(["--help"])
     assert.strictEqual(code, 0)
@@ -401,7 +420,12 @@ describe("discovery-service flags", { timeout: processTimeout }, () => {
       "--handshake-timeout",
       "--idle-timeout",
       "--keepalive-min-time",
-      "--failure-log-rate"
+      "--failure-log-rate",
+      "--state",
+      "--state-cluster",
+      "--state-password-env",
+      "--state-key-prefix",
+      "--reuse-port"
     ]) {
       assert.include(output, flag)
     }
