@@ -70,6 +70,9 @@ const scripts = {
 /** Affiliates one sweep script looks at, at most. */
 const sweepBatch = 128
 
+/** Under Redis Cluster, every how many GC passes the index of clusters is checked against the clusters' keys (the first pass included). */
+const reconcileEvery = 10
+
 /** Clusters one GC pass asks the index for at a time. */
 const indexBatch = 1000
 
@@ -203,7 +206,24 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
       }
     }
 
+    /**
+     * Under Redis Cluster, puts back in the index every cluster with
+     * something due (found by SCAN on every primary), which an instance that
+     * died between a script and its bookkeeping left out; entries of
+     * clusters that have nothing left go at their next sweep.
+     */
+    let passes = 0
+    const reconcileIndex = async (): Promise<void> => {
+      for await (const key of redis.scan(keys.dueTimesPattern)) {
+        const name = key.toString("utf8")
+        const first = (await redis.send(["ZRANGE", name, "0", "0", "WITHSCORES"], name)) as ReadonlyArray<Buffer>
+        if (first.length < 2) continue
+        await redis.send(["ZADD", keys.index, first[1]!.toString(), keys.clusterOfDueTimes(name)], keys.index)
+      }
+    }
+
     const collectGarbage = async (now: number): Promise<GcReport> => {
+      if (redis.cluster && passes++ % reconcileEvery === 0) await reconcileIndex()
       let removedClusters = 0
       let removedAffiliates = 0
       let trimmedAffiliates = 0

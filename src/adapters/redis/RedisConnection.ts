@@ -155,6 +155,25 @@ export class RedisConnection {
     }
   }
 
+  /** Every key matching `pattern` (SCAN, on every primary of a Redis Cluster); keys may repeat. */
+  async *scan(pattern: string): AsyncGenerator<Buffer> {
+    const nodes: Array<Client> =
+      this.#nodes === undefined
+        ? [this.#client!]
+        : await Promise.all(this.#nodes.masters.map((master) => this.#nodes!.nodeClient(master) as Promise<Client>))
+    for (const node of nodes) {
+      let cursor = "0"
+      do {
+        const [next, keys] = (await node.sendCommand(["SCAN", cursor, "MATCH", pattern, "COUNT", "1000"], buffers)) as [
+          Buffer,
+          ReadonlyArray<Buffer>
+        ]
+        cursor = next.toString()
+        yield* keys
+      } while (cursor !== "0")
+    }
+  }
+
   /** Listens to a sharded channel; messages arrive as Buffers. */
   async subscribe(channel: string, listener: (message: Buffer) => void): Promise<void> {
     if (this.#nodes !== undefined) return this.#nodes.sSubscribe(channel, listener, true)

@@ -32,6 +32,11 @@ const escapeBraces = (clusterId: string): string =>
     ? clusterId.replace(/[{}%]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)
     : clusterId
 
+const unescapeBraces = (escaped: string): string =>
+  escaped.replace(/%(7B|7D|25)/g, (_, code: string) => String.fromCharCode(Number.parseInt(code, 16)))
+
+const globEscaped = (text: string): string => text.replace(/[*?[\]\\]/g, (c) => `\\${c}`)
+
 /**
  * The key names under `prefix`.
  *
@@ -46,6 +51,10 @@ export const keyspace = (prefix: string) => {
     index,
     /** The hash of affiliate and endpoint counts. */
     counts,
+    /** A SCAN pattern matching every cluster's due-times key. */
+    dueTimesPattern: `${globEscaped(prefix)}{*}:x`,
+    /** The cluster whose due-times key this is (as `dueTimesPattern` finds them). */
+    clusterOfDueTimes: (key: string): string => unescapeBraces(key.slice(prefix.length + 1, key.length - 3)),
     /** The keys of one cluster. */
     cluster: (clusterId: string): ClusterKeys => {
       const base = `${prefix}{${escapeBraces(clusterId)}}:`

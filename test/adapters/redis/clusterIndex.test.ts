@@ -1,0 +1,52 @@
+/**
+ * Under Redis Cluster the index of clusters is kept by the instance right
+ * after each change script, not in it. An instance that dies between the two
+ * leaves the cluster out of the index; the GC pass that reconciles the index
+ * with the clusters' keys (the first, then every tenth) puts it back, so its
+ * affiliates still expire. Real Redis Cluster of 3 primaries.
+ */
+import { randomUUID } from "node:crypto"
+import { Duration, Effect } from "effect"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { RedisBackend } from "../../../src/adapters/redis/index.ts"
+import { keyspace } from "../../../src/adapters/redis/keys.ts"
+import { RedisConnection } from "../../../src/adapters/redis/RedisConnection.ts"
+import { startRedisCluster } from "./redisServer.ts"
+
+let cluster: Awaited<ReturnType<typeof startRedisCluster>> | undefined
+
+beforeAll(async () => {
+  cluster = await startRedisCluster(3)
+}, 60_000)
+
+afterAll(async () => {
+  await cluster?.cleanup()
+})
+
+describe("the index of clusters under Redis Cluster", () => {
+  it.live("a cluster left out of the index is put back by the next reconciling GC pass, and expires", () =>
+    Effect.gen(function* () {
+      const keyPrefix = `index-${randomUUID()}:`
+      const caps = { maxClusters: 100, maxWatches: 100 }
+      const backend = yield* RedisBackend.make({ url: cluster!.url, cluster: true, keyPrefix, caps })
+      const probe = new RedisConnection({ url: cluster!.url, cluster: true }, "index-probe")
+      yield* Effect.promise(() => probe.connect())
+      yield* Effect.addFinalizer(() => Effect.sync(() => probe.close()))
+      const now = 1_800_000_000_000
+      const ids = ["lost {one}", "kept%two", "third"]
+      for (const clusterId of ids) {
+        yield* backend.update(
+          { clusterId, affiliateId: "af1", data: Uint8Array.of(1), endpoints: [], ttl: Duration.seconds(1) },
+          now + 1000
+        )
+      }
+      const index = keyspace(keyPrefix).index
+      yield* Effect.promise(() => probe.send(["ZREM", index, "lost {one}"], index))
+      assert.strictEqual(Number(yield* Effect.promise(() => probe.send(["ZCARD", index], index))), 2)
+      const report = yield* backend.collectGarbage(now + 5000)
+      assert.strictEqual(report.removedAffiliates, 3, "every expired affiliate went, the lost cluster's too")
+      for (const clusterId of ids) assert.deepStrictEqual(yield* backend.list(clusterId), [])
+      assert.strictEqual(Number(yield* Effect.promise(() => probe.send(["ZCARD", index], index))), 0)
+    }).pipe(Effect.scoped)
+  )
+})
