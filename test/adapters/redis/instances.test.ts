@@ -7,6 +7,7 @@
  */
 import { randomUUID } from "node:crypto"
 import { Context, Duration, Effect, Layer } from "effect"
+import { TestClock } from "effect/testing"
 import * as fc from "fast-check"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { RedisBackend } from "../../../src/adapters/redis/index.ts"
@@ -72,11 +73,14 @@ const show = (affiliates: Iterable<AffiliateView>) =>
     )
     .sort()
 
+/** Real time (not the test clock's): what the instances read from Redis arrives meanwhile. */
+const pause = (millis: number) => Effect.promise(() => new Promise((resolve) => setTimeout(resolve, millis)))
+
 const waitFor = (check: () => boolean, what: string) =>
   Effect.gen(function* () {
     for (let i = 0; i < 400; i++) {
       if (check()) return
-      yield* Effect.sleep("10 millis")
+      yield* pause(10)
     }
     assert.fail(`timed out waiting until ${what}`)
   })
@@ -88,8 +92,11 @@ type Operation =
       readonly id: number
       readonly data: number
       readonly endpoint: number
+      readonly ttlSeconds: number
     }
   | { readonly _tag: "delete"; readonly via: number; readonly id: number }
+  | { readonly _tag: "advance"; readonly seconds: number }
+  | { readonly _tag: "expire" }
 
 const operation: fc.Arbitrary<Operation> = fc.oneof(
   fc.record({
@@ -97,29 +104,48 @@ const operation: fc.Arbitrary<Operation> = fc.oneof(
     via: fc.integer({ min: 0, max: 2 }),
     id: fc.integer({ min: 0, max: 5 }),
     data: fc.integer({ min: 0, max: 3 }),
-    endpoint: fc.integer({ min: 0, max: 4 })
+    endpoint: fc.integer({ min: 0, max: 4 }),
+    ttlSeconds: fc.integer({ min: 1, max: 10 })
   }),
   fc.record({
     _tag: fc.constant("delete" as const),
     via: fc.integer({ min: 0, max: 2 }),
     id: fc.integer({ min: 0, max: 5 })
-  })
+  }),
+  fc.record({ _tag: fc.constant("advance" as const), seconds: fc.integer({ min: 1, max: 6 }) }),
+  fc.constant({ _tag: "expire" as const })
 )
 
-const apply = (instances: ReadonlyArray<Instance>, clusterId: string, op: Operation) =>
-  op._tag === "update"
-    ? instances[op.via]!.api.affiliateUpdate({
+/** One operation; `expire` has all three instances sweep at once. */
+const apply = (
+  instances: ReadonlyArray<Instance>,
+  clusterId: string,
+  op: Operation
+): Effect.Effect<unknown, unknown> => {
+  switch (op._tag) {
+    case "update":
+      return instances[op.via]!.api.affiliateUpdate({
         clusterId,
         affiliateId: `af${op.id}`,
         data: op.data === 0 ? undefined : Uint8Array.of(op.data),
         endpoints: [new Uint8Array(16).fill(op.endpoint)],
-        ttl: Duration.minutes(5)
+        ttl: Duration.seconds(op.ttlSeconds)
       })
-    : instances[op.via]!.api.affiliateDelete({ clusterId, affiliateId: `af${op.id}` })
+    case "delete":
+      return instances[op.via]!.api.affiliateDelete({ clusterId, affiliateId: `af${op.id}` })
+    case "advance":
+      return TestClock.adjust(Duration.seconds(op.seconds))
+    case "expire":
+      return Effect.all(
+        instances.map((on) => on.state.collectGarbage),
+        { concurrency: "unbounded" }
+      )
+  }
+}
 
 describe("several instances on one Redis", () => {
   it.live(
-    "random interleavings through three instances: same sequence everywhere, replay equals the final list",
+    "random interleavings of updates, deletes and expiries through three instances: same sequence everywhere, replay equals the final list",
     () =>
       Effect.promise(() =>
         fc.assert(
@@ -139,7 +165,7 @@ describe("several instances on one Redis", () => {
                   const caughtUp = (w: (typeof watchers)[number]) =>
                     show(replay(w.snapshot.affiliates, w.deltas).values()).join() === expected.join()
                   yield* waitFor(() => watchers.every(caughtUp), "every watcher replays to the final list")
-                  yield* Effect.sleep("100 millis")
+                  yield* pause(100)
                   for (const w of watchers) {
                     assert.deepStrictEqual(w.ended, [])
                     assert.deepStrictEqual(show(replay(w.snapshot.affiliates, w.deltas).values()), expected)
@@ -158,7 +184,7 @@ describe("several instances on one Redis", () => {
                   assert.deepStrictEqual(sequences[2], sequences[0])
                   assert.strictEqual(finalRevision(watchers[0]!), finalRevision(watchers[1]!))
                 })
-              )
+              ).pipe(Effect.provide(TestClock.layer()))
             )
           ),
           { numRuns: 15 }
