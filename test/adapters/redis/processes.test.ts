@@ -9,7 +9,7 @@
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import { once } from "node:events"
-import { mkdtempSync } from "node:fs"
+import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { createInterface } from "node:readline"
@@ -17,6 +17,7 @@ import { Duration, Effect, Fiber, Stream } from "effect"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { GrpcClient } from "../../../src/adapters/grpc/index.ts"
 import type { ClusterApi, WatchEvent } from "../../../src/ports/ClusterApi.ts"
+import { selfSigned } from "../grpc/certificates.ts"
 import { freePort, type RedisServer, startRedis, startRedisCluster } from "./redisServer.ts"
 
 const root = resolve(import.meta.dirname, "../../..")
@@ -43,7 +44,8 @@ afterAll(async () => {
 const startService = async (
   prefix: string,
   extra: ReadonlyArray<string> = [],
-  state = () => `--state=${redis!.url}`
+  state = () => `--state=${redis!.url}`,
+  env: Record<string, string> = {}
 ): Promise<Service> => {
   const child = spawn(
     process.execPath,
@@ -58,7 +60,7 @@ const startService = async (
       "--gc-interval=1s",
       ...extra
     ],
-    { cwd: root, stdio: ["ignore", "pipe", "pipe"] }
+    { cwd: root, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } }
   )
   const lines: Array<string> = []
   const ports = await new Promise<Record<string, number>>((resolvePorts, reject) => {
@@ -335,5 +337,46 @@ describe("service processes on a Redis Cluster", () => {
         }
       }).pipe(Effect.scoped),
     60_000
+  )
+})
+
+describe("a service process on Redis over TLS", () => {
+  it.live("reaches Redis at a rediss:// URL, trusting the server's certificate through NODE_EXTRA_CA_CERTS", () =>
+    Effect.gen(function* () {
+      const dir = mkdtempSync(join(tmpdir(), "discovery-redis-tls-"))
+      const pem = selfSigned("redis")
+      writeFileSync(join(dir, "cert.pem"), pem.certificate)
+      writeFileSync(join(dir, "key.pem"), pem.privateKey)
+      const tlsPort = yield* Effect.promise(() => freePort())
+      const tls = yield* Effect.acquireRelease(
+        Effect.promise(() =>
+          startRedis([
+            "--tls-port",
+            String(tlsPort),
+            "--tls-cert-file",
+            join(dir, "cert.pem"),
+            "--tls-key-file",
+            join(dir, "key.pem"),
+            "--tls-ca-cert-file",
+            join(dir, "cert.pem"),
+            "--tls-auth-clients",
+            "no"
+          ])
+        ),
+        (server) => Effect.promise(() => server.cleanup())
+      )
+      assert.isDefined(tls)
+      const service = yield* Effect.promise(() =>
+        startService(`tls-${Date.now()}:`, [], () => `--state=rediss://127.0.0.1:${tlsPort}`, {
+          NODE_EXTRA_CA_CERTS: join(dir, "cert.pem")
+        })
+      )
+      const api = yield* clientOf(service)
+      yield* update(api, "over-tls", "af1", "encrypted in transit")
+      assert.deepStrictEqual(
+        (yield* api.list({ clusterId: "over-tls" })).map((x) => textOf(x.data)),
+        ["encrypted in transit"]
+      )
+    }).pipe(Effect.scoped)
   )
 })
