@@ -200,8 +200,14 @@ describe("service processes on one Redis", () => {
         const watchEnd = yield* Effect.flip(Fiber.join(watch))
         assert.strictEqual(watchEnd._tag, "Unavailable", "the open watch ends with UNAVAILABLE")
         assert.strictEqual(yield* Effect.promise(() => readyz(service)), 503)
-        const restarted = yield* Effect.promise(() => redis!.restart())
-        redis = Object.assign(restarted, { cleanup: redis!.cleanup })
+        const original = redis!
+        const restarted = yield* Effect.promise(() => original.restart())
+        redis = Object.assign(restarted, {
+          cleanup: async () => {
+            await restarted.stop()
+            await original.cleanup()
+          }
+        })
         let recovered = false
         for (let i = 0; i < 100 && !recovered; i++) {
           recovered = (yield* Effect.exit(update(api, "outage", "af1", "after")))._tag === "Success"
