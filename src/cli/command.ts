@@ -15,6 +15,7 @@ import { defaultCaps } from "../core/server/ClusterStore.ts"
 import { formatByteSize, parseByteSize } from "./byteSize.ts"
 import { parseGoDuration } from "./goDuration.ts"
 import type { ServiceConfig } from "./ServiceConfig.ts"
+import { statePassword, stateFlags } from "./stateFlags.ts"
 
 /** The longest delay a Node timer takes (about 24.8 days, 596 hours); a longer one would fire at once. */
 const maxTimerMillis = 2 ** 31 - 1
@@ -69,16 +70,16 @@ const positiveInt = (name: string, fallback: number) =>
     )
   )
 
+/** A string flag with a default. */
+const text = (name: string, fallback: string, description: string) =>
+  Flag.String(name).pipe(Flag.withDescription(description), Flag.withDefault(fallback))
+
 /**
  * The flags this build implements, with their help text.
  *
  * @category flags
  * @since 0.1.0
  */
-/** A string flag with a default. */
-const text = (name: string, fallback: string, description: string) =>
-  Flag.String(name).pipe(Flag.withDescription(description), Flag.withDefault(fallback))
-
 export const flags = {
   state: Flag.String("state").pipe(
     Flag.withDescription(
@@ -90,22 +91,7 @@ export const flags = {
       (value) => `--state must be memory or a redis:// or rediss:// URL, got ${JSON.stringify(value)}`
     )
   ),
-  stateCluster: Flag.Boolean("state-cluster").pipe(
-    Flag.withDescription(
-      "--state names seed nodes of a Redis Cluster, separated by commas (redis://host:port,host:port); each cluster's keys share one slot (default false)"
-    ),
-    Flag.withDefault(false)
-  ),
-  statePasswordEnv: text(
-    "state-password-env",
-    "",
-    "name of an environment variable holding the Redis password, so it stays out of the command line; empty uses the URL's (default empty)"
-  ),
-  stateKeyPrefix: text(
-    "state-key-prefix",
-    "discovery:",
-    "prefix of every Redis key, so several services can share one Redis (default discovery:)"
-  ),
+  ...stateFlags,
   reusePort: Flag.Boolean("reuse-port").pipe(
     Flag.withDescription(
       "share the gRPC port with other instances started the same way on this host (SO_REUSEPORT, Linux): the kernel spreads connections over them, so one machine's cores can all serve; needs a shared --state (default false)"
@@ -317,10 +303,8 @@ export const make = <E, R>(serve: (config: ServiceConfig) => Effect.Effect<void,
     if (parsed.reusePort && parsed.state === "memory") {
       return Effect.fail(new Error("--reuse-port: instances on one port need a shared --state (redis://…)"))
     }
-    const password = parsed.statePasswordEnv === "" ? undefined : process.env[parsed.statePasswordEnv]
-    if (parsed.statePasswordEnv !== "" && password === undefined) {
-      return Effect.fail(new Error(`--state-password-env: ${parsed.statePasswordEnv} is not set`))
-    }
+    const password = statePassword(parsed.statePasswordEnv)
+    if (password instanceof Error) return Effect.fail(password)
     return serve({
       state:
         parsed.state === "memory"

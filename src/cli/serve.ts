@@ -21,6 +21,7 @@ import { lazySite } from "./grpcPortSite.ts"
 import type * as HttpListeners from "./httpListeners.ts"
 import * as JsonLogger from "./jsonLogger.ts"
 import type { ServiceConfig } from "./ServiceConfig.ts"
+import { redactedUrl } from "./stateFlags.ts"
 
 /**
  * The listen addresses to try for `addr`, in order: Go's `:3000` (empty host)
@@ -109,9 +110,6 @@ const loadHttpListeners = (config: ServiceConfig): Effect.Effect<typeof HttpList
 
 const noHttpPorts: Effect.Effect<HttpListeners.HttpPorts> = Effect.succeed({ landing: undefined, metrics: undefined })
 
-/** A URL without its password, for logs. */
-const redacted = (url: string): string => url.replace(/\/\/([^:@/]*):[^@/]*@/, "//$1:***@")
-
 /**
  * The cluster state of `config`: in memory (the default state of
  * `DiscoveryServer.layer`), or on Redis, whose backend is loaded only then.
@@ -179,7 +177,7 @@ const serveWith = (config: ServiceConfig, http: typeof HttpListeners | undefined
         metrics_port: httpPorts.metrics,
         landing_addr: config.landingAddr,
         metrics_addr: config.metricsAddr,
-        state: config.state._tag === "Memory" ? "memory" : redacted(config.state.url),
+        state: config.state._tag === "Memory" ? "memory" : redactedUrl(config.state.url),
         snapshots:
           config.state._tag === "Redis"
             ? "off (the state is in Redis)"

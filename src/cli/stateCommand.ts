@@ -20,6 +20,7 @@ import * as FileSnapshotStore from "../adapters/storage/FileSnapshotStore.ts"
 import { defaultCaps } from "../core/server/ClusterStore.ts"
 import { SnapshotStore } from "../ports/SnapshotStore.ts"
 import { normalizeArgs } from "./command.ts"
+import { redactedUrl, statePassword, stateFlags } from "./stateFlags.ts"
 
 const describe = (error: unknown): string => (error instanceof Error ? error.message : String(error))
 
@@ -27,18 +28,7 @@ const shared = {
   state: Flag.String("state").pipe(
     Flag.withDescription("the Redis holding the state: redis://[user:password@]host:port[/db] or rediss://")
   ),
-  stateCluster: Flag.Boolean("state-cluster").pipe(
-    Flag.withDescription("--state names seed nodes of a Redis Cluster, separated by commas"),
-    Flag.withDefault(false)
-  ),
-  statePasswordEnv: Flag.String("state-password-env").pipe(
-    Flag.withDescription("name of an environment variable holding the Redis password (default: the URL's)"),
-    Flag.withDefault("")
-  ),
-  stateKeyPrefix: Flag.String("state-key-prefix").pipe(
-    Flag.withDescription("prefix of every Redis key, as the service was started with (default discovery:)"),
-    Flag.withDefault("discovery:")
-  ),
+  ...stateFlags,
   snapshotPath: Flag.String("snapshot-path").pipe(
     Flag.withDescription(`the snapshot file (default ${FileSnapshotStore.defaultPath()})`),
     Flag.withDefault(FileSnapshotStore.defaultPath())
@@ -48,20 +38,24 @@ const shared = {
 /** A connection to the Redis of the flags, for the scope's life. */
 const connect = (state: string, cluster: boolean, passwordEnv: string) =>
   Effect.acquireRelease(
-    Effect.tryPromise({
-      try: async () => {
-        const password = passwordEnv === "" ? undefined : process.env[passwordEnv]
-        if (passwordEnv !== "" && password === undefined) throw new Error(`${passwordEnv} is not set`)
-        const redis = new RedisConnection(
-          { url: state, cluster, password, connectTimeoutMillis: 5000, reconnect: false },
-          "discovery-state"
-        )
-        await redis.connect()
-        return redis
-      },
-      catch: (error) =>
-        new Error(`cannot reach ${state.replace(/\/\/([^:@/]*):[^@/]*@/, "//$1:***@")}: ${describe(error)}`)
-    }),
+    Effect.flatMap(
+      Effect.suspend(() => {
+        const password = statePassword(passwordEnv)
+        return password instanceof Error ? Effect.fail(password) : Effect.succeed(password)
+      }),
+      (password) =>
+        Effect.tryPromise({
+          try: async () => {
+            const redis = new RedisConnection(
+              { url: state, cluster, password, connectTimeoutMillis: 5000, reconnect: false },
+              "discovery-state"
+            )
+            await redis.connect()
+            return redis
+          },
+          catch: (error) => new Error(`cannot reach ${redactedUrl(state)}: ${describe(error)}`)
+        })
+    ),
     (redis) => Effect.sync(() => redis.close())
   )
 

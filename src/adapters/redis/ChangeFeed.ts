@@ -109,9 +109,9 @@ export class ChangeFeed {
   }
 
   /** The clusters this instance watches. */
-  watched(): Array<{ readonly clusterId: string; readonly keys: ClusterKeys }> {
+  watched(): Array<string> {
     const watched = []
-    for (const mirror of this.#mirrors.values()) if (mirror.loaded) watched.push(mirror)
+    for (const mirror of this.#mirrors.values()) if (mirror.loaded) watched.push(mirror.clusterId)
     return watched
   }
 

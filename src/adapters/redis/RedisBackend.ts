@@ -53,8 +53,6 @@ export interface RedisBackendOptions extends RedisOptions {
  * @since 0.1.0
  */
 export interface RedisStateBackend extends StateBackendShape {
-  /** True while the connections to Redis are up. */
-  readonly ready: () => boolean
   /** Clusters held now, asked of Redis: those with affiliates, and the empty ones watched on this instance. */
   readonly clusterCount: Effect.Effect<number, Unavailable>
 }
@@ -240,9 +238,9 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
         }
         if (due.length < indexBatch) break
       }
-      for (const watched of feed.watched()) {
-        const current = await redis.run(scripts.touch, keysOf(watched.clusterId), [retention])
-        feed.epochSeen(watched.clusterId, String(current))
+      for (const clusterId of feed.watched()) {
+        const current = await redis.run(scripts.touch, keysOf(clusterId), [retention])
+        feed.epochSeen(clusterId, String(current))
       }
       feed.catchUp()
       await refreshStats()
@@ -250,7 +248,6 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
     }
 
     return {
-      ready: () => redis.ready,
       available: () => redis.ready,
       clusterCount: unavailableOnly(
         async () => Number(await redis.send(["ZCARD", keys.index], keys.index)) + feed.emptyWatched

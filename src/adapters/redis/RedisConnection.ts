@@ -100,14 +100,12 @@ export class RedisConnection {
   readonly #client: Client | undefined
   readonly #nodes: Cluster | undefined
   #subscriber: Client | undefined
-  #lastError: string | undefined
   readonly #readyListeners: Array<() => void> = []
   readonly #lostListeners: Array<(reason: string) => void> = []
 
   constructor(options: RedisOptions, name: string) {
     this.cluster = options.cluster === true
     const onError = (error: Error) => {
-      this.#lastError = error.message
       for (const listener of this.#lostListeners) listener(error.message)
     }
     if (this.cluster) {
@@ -116,20 +114,12 @@ export class RedisConnection {
     } else {
       this.#client = newClient(options, name)
       this.#client.on("error", onError)
-      this.#client.on("ready", () => {
-        this.#lastError = undefined
-      })
     }
   }
 
   /** True while the connection is up and ready for commands. */
   get ready(): boolean {
     return this.#client?.isReady ?? this.#nodes!.isReady
-  }
-
-  /** What went wrong last. */
-  get lastError(): string | undefined {
-    return this.#lastError
   }
 
   /** Connects; the first attempt's failure rejects, later ones retry. */
@@ -208,7 +198,6 @@ export class RedisConnection {
       const subscriber = this.#client!.duplicate()
       this.#subscriber = subscriber
       subscriber.on("error", (error: Error) => {
-        this.#lastError = error.message
         for (const listener of this.#lostListeners) listener(error.message)
       })
       let first = true

@@ -9,8 +9,9 @@
  * Keys of one cluster share the hash tag `{<clusterId>}` (see `keys.ts`).
  * Every script takes the same keys: the affiliates (a hash of records), their
  * next due times (a sorted set), the cluster's meta (a hash: revision and
- * epoch), its change log, then the instance-wide index of clusters by next
- * due time and the counters of affiliates and endpoints.
+ * epoch) and its change log; on a single Redis also the instance-wide index
+ * of clusters by next due time and the counts of affiliates and endpoints
+ * (see `bookkeeping.ts` for Redis Cluster).
  *
  * A record is `>dHH` (expiry, data length, endpoint count), the data, then
  * for each endpoint `>dH` (expiry, length) and its bytes; times are
