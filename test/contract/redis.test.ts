@@ -8,27 +8,18 @@
  */
 import { randomUUID } from "node:crypto"
 import { Context, Effect, Layer } from "effect"
-import { afterAll, beforeAll } from "@effect/vitest"
 import { RedisBackend } from "../../src/adapters/redis/index.ts"
 import { TestDiscovery } from "../../src/adapters/testing/index.ts"
 import { ClusterState } from "../../src/core/server/ClusterState.ts"
 import * as DiscoveryServer from "../../src/core/server/DiscoveryServer.ts"
 import type { ClusterApi } from "../../src/ports/ClusterApi.ts"
 import { StateBackend } from "../../src/ports/StateBackend.ts"
-import { type RedisServer, startRedis, startRedisCluster } from "../adapters/redis/redisServer.ts"
+import { redisClusterForTests, redisForTests } from "../adapters/redis/redisServer.ts"
 import { clusterApiSuite } from "./clusterApiSuite.ts"
 import type { ContractTarget } from "./ContractTarget.ts"
 
-let single: (RedisServer & { cleanup(): Promise<void> }) | undefined
-let cluster: Awaited<ReturnType<typeof startRedisCluster>> | undefined
-
-beforeAll(async () => {
-  ;[single, cluster] = await Promise.all([startRedis(), startRedisCluster(3)])
-}, 60_000)
-
-afterAll(async () => {
-  await Promise.all([single?.cleanup(), cluster?.cleanup()])
-})
+const single = redisForTests()
+const cluster = redisClusterForTests(3)
 
 /** The case's backend. */
 class Backend extends Context.Service<Backend, RedisBackend.RedisStateBackend>()("test/Backend") {}
@@ -64,5 +55,7 @@ const target = (
   timeout: 20_000
 })
 
-clusterApiSuite(target("in-process on Redis", () => ({ url: single!.url, cluster: false })))
-clusterApiSuite(target("in-process on a Redis Cluster of 3 primaries", () => ({ url: cluster!.url, cluster: true })))
+clusterApiSuite(target("in-process on Redis", () => ({ url: single.server.url, cluster: false })))
+clusterApiSuite(
+  target("in-process on a Redis Cluster of 3 primaries", () => ({ url: cluster.cluster.url, cluster: true }))
+)

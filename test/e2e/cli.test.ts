@@ -11,12 +11,12 @@ import { once } from "node:events"
 import { mkdtempSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
-import { createInterface } from "node:readline"
 import { fromBinary } from "@bufbuild/protobuf"
 import * as grpc from "@grpc/grpc-js"
 import * as protoLoader from "@grpc/proto-loader"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { StateSnapshotSchema } from "../../src/gen/discovery/storage/discovery_pb.ts"
+import { listening } from "./listening.ts"
 
 const root = resolve(import.meta.dirname, "../..")
 
@@ -44,15 +44,7 @@ const start = async (
     cwd: root,
     stdio: ["ignore", "pipe", "pipe"]
   })
-  const lines: Array<string> = []
-  const ports = await new Promise<Record<string, number>>((resolvePorts, reject) => {
-    createInterface({ input: child.stdout! }).on("line", (line) => {
-      lines.push(line)
-      const entry = JSON.parse(line) as { message: unknown; annotations: Record<string, number> }
-      if (entry.message === "discovery service listening") resolvePorts(entry.annotations)
-    })
-    child.on("exit", (code) => reject(new Error(`exited with ${code}: ${lines.join("\n")}`)))
-  })
+  const { ports, lines } = await listening(child)
   return { child, port: ports.port!, landingPort: ports.landing_port!, metricsPort: ports.metrics_port!, lines }
 }
 

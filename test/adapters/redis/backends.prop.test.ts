@@ -9,21 +9,13 @@ import { randomUUID } from "node:crypto"
 import { Duration, Effect, Exit } from "effect"
 import { TestClock } from "effect/testing"
 import * as fc from "fast-check"
-import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { assert, describe, it } from "@effect/vitest"
 import { RedisBackend } from "../../../src/adapters/redis/index.ts"
 import * as ClusterStateModule from "../../../src/core/server/ClusterState.ts"
 import type { AffiliateView, WatchDelta } from "../../../src/ports/ClusterApi.ts"
-import { type RedisServer, startRedis } from "./redisServer.ts"
+import { redisForTests } from "./redisServer.ts"
 
-let redis: (RedisServer & { cleanup(): Promise<void> }) | undefined
-
-beforeAll(async () => {
-  redis = await startRedis()
-}, 30_000)
-
-afterAll(async () => {
-  await redis?.cleanup()
-})
+const redis = redisForTests()
 
 const caps = { maxClusters: 1000, maxWatches: 1000 }
 const clusters = ["c0", "c1"]
@@ -80,7 +72,7 @@ const settle = Effect.promise(() => new Promise((resolve) => setTimeout(resolve,
 const run = (steps: ReadonlyArray<Step>) =>
   Effect.gen(function* () {
     const memory = yield* ClusterStateModule.make(caps)
-    const backend = yield* RedisBackend.make({ url: redis!.url, keyPrefix: `prop-${randomUUID()}:`, caps })
+    const backend = yield* RedisBackend.make({ url: redis.server.url, keyPrefix: `prop-${randomUUID()}:`, caps })
     const onRedis = yield* ClusterStateModule.makeOn(backend, undefined)
     const states = [memory, onRedis] as const
     const seen = states.map(() => clusters.map(() => [] as Array<string>))

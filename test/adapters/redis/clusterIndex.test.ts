@@ -7,29 +7,21 @@
  */
 import { randomUUID } from "node:crypto"
 import { Duration, Effect } from "effect"
-import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { assert, describe, it } from "@effect/vitest"
 import { RedisBackend } from "../../../src/adapters/redis/index.ts"
 import { keyspace } from "../../../src/adapters/redis/keys.ts"
 import { RedisConnection } from "../../../src/adapters/redis/RedisConnection.ts"
-import { startRedisCluster } from "./redisServer.ts"
+import { redisClusterForTests } from "./redisServer.ts"
 
-let cluster: Awaited<ReturnType<typeof startRedisCluster>> | undefined
-
-beforeAll(async () => {
-  cluster = await startRedisCluster(3)
-}, 60_000)
-
-afterAll(async () => {
-  await cluster?.cleanup()
-})
+const redis = redisClusterForTests(3)
 
 describe("the index of clusters under Redis Cluster", () => {
   it.live("a cluster left out of the index is put back by the next reconciling GC pass, and expires", () =>
     Effect.gen(function* () {
       const keyPrefix = `index-${randomUUID()}:`
       const caps = { maxClusters: 100, maxWatches: 100 }
-      const backend = yield* RedisBackend.make({ url: cluster!.url, cluster: true, keyPrefix, caps })
-      const probe = new RedisConnection({ url: cluster!.url, cluster: true }, "index-probe")
+      const backend = yield* RedisBackend.make({ url: redis.cluster.url, cluster: true, keyPrefix, caps })
+      const probe = new RedisConnection({ url: redis.cluster.url, cluster: true }, "index-probe")
       yield* Effect.promise(() => probe.connect())
       yield* Effect.addFinalizer(() => Effect.sync(() => probe.close()))
       const now = 1_800_000_000_000

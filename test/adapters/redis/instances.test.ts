@@ -9,31 +9,23 @@ import { randomUUID } from "node:crypto"
 import { Context, Duration, Effect, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import * as fc from "fast-check"
-import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { assert, describe, it } from "@effect/vitest"
 import { RedisBackend } from "../../../src/adapters/redis/index.ts"
 import { ClusterState } from "../../../src/core/server/ClusterState.ts"
 import * as DiscoveryServer from "../../../src/core/server/DiscoveryServer.ts"
 import type { AffiliateView, WatchDelta } from "../../../src/ports/ClusterApi.ts"
 import { ClusterApi } from "../../../src/ports/ClusterApi.ts"
 import { StateBackend } from "../../../src/ports/StateBackend.ts"
-import { type RedisServer, startRedis } from "./redisServer.ts"
+import { redisForTests } from "./redisServer.ts"
 
-let redis: (RedisServer & { cleanup(): Promise<void> }) | undefined
-
-beforeAll(async () => {
-  redis = await startRedis()
-}, 30_000)
-
-afterAll(async () => {
-  await redis?.cleanup()
-})
+const redis = redisForTests()
 
 const caps = { maxClusters: 1_000_000, maxWatches: 100_000 }
 
 /** One instance: a core on its own backend, sharing `keyPrefix` with the others. */
 const instance = (keyPrefix: string) =>
   Effect.gen(function* () {
-    const backend = yield* RedisBackend.make({ url: redis!.url, keyPrefix, caps })
+    const backend = yield* RedisBackend.make({ url: redis.server.url, keyPrefix, caps })
     const context = yield* Layer.build(
       DiscoveryServer.layer({
         gcInterval: "disabled",

@@ -12,13 +12,13 @@ import { once } from "node:events"
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
-import { createInterface } from "node:readline"
 import { Duration, Effect, Fiber, Stream } from "effect"
-import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { afterAll, assert, describe, it } from "@effect/vitest"
 import { GrpcClient } from "../../../src/adapters/grpc/index.ts"
 import type { ClusterApi, WatchEvent } from "../../../src/ports/ClusterApi.ts"
+import { listening } from "../../e2e/listening.ts"
 import { selfSigned } from "../grpc/certificates.ts"
-import { freePort, type RedisServer, startRedis, startRedisCluster } from "./redisServer.ts"
+import { freePort, redisClusterForTests, redisForTests, startRedis } from "./redisServer.ts"
 
 const root = resolve(import.meta.dirname, "../../..")
 
@@ -28,23 +28,18 @@ interface Service {
   readonly metricsPort: number
 }
 
-let redis: (RedisServer & { cleanup(): Promise<void> }) | undefined
+const redis = redisForTests()
 const services: Array<Service> = []
 
-beforeAll(async () => {
-  redis = await startRedis()
-}, 30_000)
-
-afterAll(async () => {
+afterAll(() => {
   for (const service of services) if (service.child.exitCode === null) service.child.kill("SIGKILL")
-  await redis?.cleanup()
 })
 
 /** Starts the command on the test's Redis with `prefix`, on loopback ports the system picks. */
 const startService = async (
   prefix: string,
   extra: ReadonlyArray<string> = [],
-  state = () => `--state=${redis!.url}`,
+  state = () => `--state=${redis.server.url}`,
   env: Record<string, string> = {}
 ): Promise<Service> => {
   const child = spawn(
@@ -62,15 +57,7 @@ const startService = async (
     ],
     { cwd: root, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } }
   )
-  const lines: Array<string> = []
-  const ports = await new Promise<Record<string, number>>((resolvePorts, reject) => {
-    createInterface({ input: child.stdout! }).on("line", (line) => {
-      lines.push(line)
-      const entry = JSON.parse(line) as { message: unknown; annotations: Record<string, number> }
-      if (entry.message === "discovery service listening") resolvePorts(entry.annotations)
-    })
-    child.on("exit", (code) => reject(new Error(`exited with ${code}: ${lines.join("\n")}`)))
-  })
+  const { ports } = await listening(child)
   const service = { child, port: ports.port!, metricsPort: ports.metrics_port! }
   services.push(service)
   return service
@@ -193,16 +180,16 @@ describe("service processes on one Redis", () => {
         assert.strictEqual(yield* Effect.promise(() => readyz(service)), 200)
         const watch = yield* Effect.forkChild(Stream.runCollect(api.watch({ clusterId: "outage" })))
         yield* Effect.sleep("200 millis")
-        yield* Effect.promise(() => redis!.stop(true))
+        yield* Effect.promise(() => redis.server.stop(true))
         const failed = yield* Effect.flip(update(api, "outage", "af1", "during"))
         assert.strictEqual(failed._tag, "Unavailable")
         assert.include(failed.message, "state backend unavailable")
         const watchEnd = yield* Effect.flip(Fiber.join(watch))
         assert.strictEqual(watchEnd._tag, "Unavailable", "the open watch ends with UNAVAILABLE")
         assert.strictEqual(yield* Effect.promise(() => readyz(service)), 503)
-        const original = redis!
+        const original = redis.server
         const restarted = yield* Effect.promise(() => original.restart())
-        redis = Object.assign(restarted, {
+        redis.server = Object.assign(restarted, {
           cleanup: async () => {
             await restarted.stop()
             await original.cleanup()
@@ -242,7 +229,7 @@ describe("service processes on one Redis", () => {
               [
                 "src/cli/stateCommand.ts",
                 command,
-                `--state=${redis!.url}`,
+                `--state=${redis.server.url}`,
                 `--state-key-prefix=${prefix}`,
                 `--snapshot-path=${file}`
               ],
@@ -299,19 +286,13 @@ describe("service processes on one Redis", () => {
 })
 
 describe("service processes on a Redis Cluster", () => {
-  let cluster: Awaited<ReturnType<typeof startRedisCluster>> | undefined
-  beforeAll(async () => {
-    cluster = await startRedisCluster(3)
-  }, 60_000)
-  afterAll(async () => {
-    await cluster?.cleanup()
-  })
+  const redisCluster = redisClusterForTests(3)
 
   it.live(
     "two instances on a Redis Cluster of 3 primaries serve one state: a watcher on one sees updates made through the other",
     () =>
       Effect.gen(function* () {
-        const state = () => `--state=${cluster!.url}`
+        const state = () => `--state=${redisCluster.cluster.url}`
         const prefix = `cluster-${Date.now()}:`
         const [a, b] = yield* Effect.promise(() =>
           Promise.all([

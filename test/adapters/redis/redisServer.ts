@@ -3,6 +3,7 @@
  * temporary folder, without persistence, and stopped (by PID) when done.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
+import { afterAll, beforeAll } from "@effect/vitest"
 import { mkdtempSync, rmSync } from "node:fs"
 import * as net from "node:net"
 import { tmpdir } from "node:os"
@@ -120,4 +121,32 @@ export const startRedisCluster = async (
       for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
     }
   }
+}
+
+/**
+ * A Redis server for the tests of the file (or describe block) this is called
+ * in: started before them and stopped after. `server` is the one running now;
+ * a test that restarts Redis puts the new one there, so it is stopped too.
+ */
+export const redisForTests = (extra: ReadonlyArray<string> = []) => {
+  const holder: { server: RedisServer & { cleanup(): Promise<void> } } = { server: undefined as never }
+  beforeAll(async () => {
+    holder.server = await startRedis(extra)
+  }, 30_000)
+  afterAll(async () => {
+    await holder.server?.cleanup()
+  })
+  return holder
+}
+
+/** A Redis Cluster of `primaries` primaries for the tests of the file (or describe block) this is called in. */
+export const redisClusterForTests = (primaries = 3) => {
+  const holder: { cluster: Awaited<ReturnType<typeof startRedisCluster>> } = { cluster: undefined as never }
+  beforeAll(async () => {
+    holder.cluster = await startRedisCluster(primaries)
+  }, 60_000)
+  afterAll(async () => {
+    await holder.cluster?.cleanup()
+  })
+  return holder
 }
