@@ -375,27 +375,31 @@ const unaryRow = async (servers: Record<Impl, Server>, mode: "update" | "hello",
   }
 }
 
+/** One run of the generator's watch mode against `address` (comma-separated for several instances). */
+const watchRun = (address: string, pids: string, prefix: string) =>
+  generator<WatchResult>(
+    "watch",
+    [
+      `-addr=${address}`,
+      `-channels=${options.watchChannels}`,
+      `-streams=${options.watchStreamsPerChannel}`,
+      `-latency-updates=${options.watchLatencyUpdates}`,
+      `-window=${options.watchWindow}`,
+      `-duration=${options.durationSeconds}s`,
+      `-server-pid=${pids}`,
+      `-prefix=${prefix}`,
+      "-timeout=120s"
+    ],
+    150
+  )
+
 const watchRow = async (servers: Record<Impl, Server>) => {
   const watchers = options.watchChannels * options.watchStreamsPerChannel
   const group = `Watch fan-out (one cluster, ${watchers} watchers on ${options.watchChannels} connections)`
   await pair(async (impl) => {
     const server = servers[impl]
     log(`watch fan-out: ${impl}`)
-    const result = await generator<WatchResult>(
-      "watch",
-      [
-        `-addr=${server.address}`,
-        `-channels=${options.watchChannels}`,
-        `-streams=${options.watchStreamsPerChannel}`,
-        `-latency-updates=${options.watchLatencyUpdates}`,
-        `-window=${options.watchWindow}`,
-        `-duration=${options.durationSeconds}s`,
-        `-server-pid=${server.pid}`,
-        `-prefix=${impl}-${runId}`,
-        "-timeout=120s"
-      ],
-      150
-    )
+    const result = await watchRun(server.address, String(server.pid), `${impl}-${runId}`)
     raw[`watch-${impl}`] = result
     check(`watch (${impl})`, result)
     put(
@@ -745,20 +749,10 @@ const redisRows = async () => {
     const watches = new Map<string, WatchResult>()
     for (const target of targets) {
       log(`state: watch delivery: ${target.name}`)
-      const result = await generator<WatchResult>(
-        "watch",
-        [
-          `-addr=${target.address}`,
-          `-channels=${options.watchChannels}`,
-          `-streams=${options.watchStreamsPerChannel}`,
-          `-latency-updates=${options.watchLatencyUpdates}`,
-          `-window=${options.watchWindow}`,
-          `-duration=${options.durationSeconds}s`,
-          `-server-pid=${target.pids}`,
-          `-prefix=state-watch-${target.name.replaceAll(" ", "-")}-${runId}`,
-          "-timeout=120s"
-        ],
-        150
+      const result = await watchRun(
+        target.address,
+        target.pids,
+        `state-watch-${target.name.replaceAll(" ", "-")}-${runId}`
       )
       check(`state watch ${target.name}`, result)
       raw[`state-watch-${target.name}`] = result

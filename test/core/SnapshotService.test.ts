@@ -1,6 +1,6 @@
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { afterEach, assert, describe, it } from "@effect/vitest"
+import { assert, describe, it } from "@effect/vitest"
 import type { Context } from "effect"
 import { Cause, Duration, Effect, Exit, Fiber, Layer, Logger, Metric, Option, References, Scope, Stream } from "effect"
 import { PrometheusMetrics } from "effect/observability"
@@ -18,18 +18,9 @@ import {
   SnapshotStoreError,
   snapshotPieces
 } from "../../src/ports/SnapshotStore.ts"
-import { now, smallSnapshot, tempDir, utf8 } from "../storage/fixtures/snapshots.ts"
+import { now, smallSnapshot, tempDirsForTests, utf8 } from "../storage/fixtures/snapshots.ts"
 
-const dirs: Array<() => void> = []
-afterEach(() => {
-  for (const remove of dirs.splice(0)) remove()
-})
-
-const newDir = (): string => {
-  const { dir, remove } = tempDir()
-  dirs.push(remove)
-  return dir
-}
+const newDir = tempDirsForTests()
 
 interface LogLine {
   readonly level: string

@@ -1,7 +1,7 @@
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fromBinary } from "@bufbuild/protobuf"
-import { afterEach, assert, describe, it } from "@effect/vitest"
+import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Option } from "effect"
 import { TestClock } from "effect/testing"
 import type { FileHandleOps, FileSystemOps } from "../../src/adapters/storage/FileSnapshotStore.ts"
@@ -16,20 +16,11 @@ import {
   endpointEntry,
   now,
   plainState,
-  tempDir,
+  tempDirsForTests,
   utf8
 } from "./fixtures/snapshots.ts"
 
-const dirs: Array<() => void> = []
-afterEach(() => {
-  for (const remove of dirs.splice(0)) remove()
-})
-
-const newDir = (): string => {
-  const { dir, remove } = tempDir()
-  dirs.push(remove)
-  return dir
-}
+const newDir = tempDirsForTests()
 
 const stateA = encode(
   [clusterEntry("a", [affiliateEntry("x", utf8("data-a"), 60, [endpointEntry(utf8("e"), 30)])])],
