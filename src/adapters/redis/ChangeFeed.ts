@@ -108,6 +108,35 @@ export class ChangeFeed {
     return empty
   }
 
+  /**
+   * Clusters this instance counts as held beyond those with affiliates (the
+   * empty ones it watches), or -1 when it holds `clusterId` already: what
+   * the scripts add to the index's count when they check the cap.
+   */
+  heldOutsideIndex(clusterId: string): number {
+    const mirror = this.#mirrors.get(clusterId)
+    if (mirror?.loaded) return -1
+    return this.emptyWatched
+  }
+
+  /**
+   * Resolves once every watched cluster's mirror has applied every change
+   * its log held when asked, and handed it to the watchers (tests use it to
+   * know that deliveries are done).
+   */
+  async drained(): Promise<void> {
+    for (const mirror of [...this.#mirrors.values()]) {
+      await mirror.ready.catch(() => undefined)
+      if (!mirror.loaded || this.#mirrors.get(mirror.clusterId) !== mirror) continue
+      const latest = Number(text(await this.#redis.send(["HGET", mirror.keys.meta, "rev"], mirror.keys.meta)))
+      this.#read(mirror)
+      for (let waited = 0; this.#mirrors.get(mirror.clusterId) === mirror && mirror.revision < latest; waited++) {
+        if (waited === 5000) throw new Error(`cluster ${mirror.clusterId} stayed behind revision ${latest}`)
+        await new Promise((resolve) => setTimeout(resolve, 1))
+      }
+    }
+  }
+
   /** The clusters this instance watches. */
   watched(): Array<string> {
     const watched = []

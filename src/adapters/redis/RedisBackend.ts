@@ -55,6 +55,10 @@ export interface RedisBackendOptions extends RedisOptions {
 export interface RedisStateBackend extends StateBackendShape {
   /** Clusters held now, asked of Redis: those with affiliates, and the empty ones watched on this instance. */
   readonly clusterCount: Effect.Effect<number, Unavailable>
+  /** Reads the counts `stats` answers with now, rather than at the next GC pass. */
+  readonly refreshStats: Effect.Effect<void, Unavailable>
+  /** Waits until this instance's watchers were handed every change Redis holds now. */
+  readonly drained: Effect.Effect<void, Unavailable>
 }
 
 const scripts = {
@@ -147,11 +151,16 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
         retention,
         clusterId,
         String(options.caps.maxClusters),
-        String(knownClusters)
+        String(outsideIndex(clusterId))
       ])) as ReadonlyArray<Reply>
       return { revision: Number(String(reply[0])), epoch: String(reply[1]), affiliates: affiliatesOf(reply[2]!) }
     }
     const feed = new ChangeFeed({ redis, load, keysOf: keys.cluster })
+    /** What the scripts add to the index's count of clusters for the cap (see `overCap` in scripts.ts). */
+    const outsideIndex = (clusterId: string): number => {
+      const held = feed.heldOutsideIndex(clusterId)
+      return held < 0 || !redis.cluster ? held : held + knownClusters
+    }
     let stats: StoreStats = { clusters: 0, affiliates: 0, endpoints: 0, watches: 0 }
 
     yield* Effect.acquireRelease(
@@ -231,10 +240,12 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
           keys.index
         )) as ReadonlyArray<Buffer>
         for (const id of due) {
-          const [removed, trimmed, emptied] = await sweepCluster(id.toString("utf8"), now)
+          const clusterId = id.toString("utf8")
+          const [removed, trimmed, emptied] = await sweepCluster(clusterId, now)
           removedAffiliates += removed
           trimmedAffiliates += trimmed
-          if (emptied) removedClusters++
+          // a cluster watched here stays held, as in memory
+          if (emptied && feed.heldOutsideIndex(clusterId) >= 0) removedClusters++
         }
         if (due.length < indexBatch) break
       }
@@ -268,7 +279,7 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
             epoch,
             logLength,
             retention,
-            String(knownClusters),
+            String(outsideIndex(request.clusterId)),
             ...request.endpoints.map((blob) => Buffer.from(blob.buffer, blob.byteOffset, blob.length))
           ])
           await settle(request.clusterId, reply)
@@ -303,6 +314,8 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
         ),
       unsubscribe: (clusterId, sink) => Effect.sync(() => feed.unsubscribe(clusterId, sink)),
       collectGarbage: (now) => unavailableOnly(() => collectGarbage(now)),
+      refreshStats: unavailableOnly(refreshStats),
+      drained: unavailableOnly(() => feed.drained()),
       stats: Effect.sync(() => ({ ...stats, clusters: stats.clusters + feed.emptyWatched, watches: feed.watches })),
       closeWatches: (end) => feed.close(end)
     }

@@ -81,13 +81,16 @@ local function reindex(cid)
   return first[2] or '-1'
 end
 
--- Whether one more cluster would pass the cap: counted in the index on a
--- single Redis; under Redis Cluster, against the count the instance last saw.
-local function overCap(cid, maxClusters, known)
+-- Whether one more cluster would pass the cap. 'outside' is what the instance
+-- counts beyond the index: the empty clusters it watches (and under Redis
+-- Cluster, where the index is in another slot, the index's count as it last
+-- saw it); -1 when it already holds this cluster.
+local function overCap(cid, maxClusters, outside)
+  if outside < 0 then return false end
   if INDEX then
-    return not redis.call('ZSCORE', INDEX, cid) and redis.call('ZCARD', INDEX) >= maxClusters
+    return not redis.call('ZSCORE', INDEX, cid) and redis.call('ZCARD', INDEX) + outside >= maxClusters
   end
-  return known >= maxClusters
+  return outside >= maxClusters
 end
 
 -- Every script that changes a cluster returns its result with what the
@@ -129,7 +132,7 @@ end
  * AffiliateUpdate. ARGV: cluster ID, affiliate ID, expiry, 1 when data is
  * given (non-empty), data, max affiliates, max endpoints, max clusters,
  * epoch for a new cluster, log length, retention of an empty cluster (ms),
- * clusters the instance last counted (Redis Cluster), then the endpoints.
+ * clusters the instance holds outside the index (see overCap), then the endpoints.
  * Its result is the new revision, 0 when nothing a watcher can see changed;
  * or an error reply `LIMIT <which>` having written nothing.
  *
@@ -140,7 +143,7 @@ export const update = `${prelude}
 local cid, aid, exp = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local hasData, data = ARGV[4] == '1', ARGV[5]
 local maxAffiliates, maxEndpoints, maxClusters = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-local epoch, maxlen, retention, known = ARGV[9], ARGV[10], ARGV[11], tonumber(ARGV[12])
+local epoch, maxlen, retention, outside = ARGV[9], ARGV[10], ARGV[11], tonumber(ARGV[12])
 local first = 13
 
 local record = redis.call('HGET', A, aid)
@@ -150,7 +153,7 @@ if record then
   aff = decode(record)
 else
   local count = redis.call('HLEN', A)
-  if count == 0 and overCap(cid, maxClusters, known) then return redis.error_reply('LIMIT clusters') end
+  if count == 0 and overCap(cid, maxClusters, outside) then return redis.error_reply('LIMIT clusters') end
   if count >= maxAffiliates then return redis.error_reply('LIMIT affiliates') end
   aff = { exp = -math.huge, data = '', eps = {} }
   created = true
@@ -230,14 +233,14 @@ return settled(rev, nextDue)
  * watching a cluster that does not exist fails as creating one would when
  * the cap on clusters is reached. ARGV: epoch for a new cluster, retention
  * of an empty cluster (ms), cluster ID, max clusters, clusters the instance
- * last counted (Redis Cluster).
+ * holds outside the index (see overCap).
  *
  * @category models
  * @since 0.1.0
  */
 export const snapshot = `${prelude}
-local cid, maxClusters, known = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
-if redis.call('HLEN', A) == 0 and overCap(cid, maxClusters, known) then return redis.error_reply('LIMIT clusters') end
+local cid, maxClusters, outside = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+if redis.call('HLEN', A) == 0 and overCap(cid, maxClusters, outside) then return redis.error_reply('LIMIT clusters') end
 if redis.call('HSETNX', M, 'epoch', ARGV[1]) == 1 then redis.call('DEL', S) end
 redis.call('HSETNX', M, 'rev', 0)
 retain(ARGV[2])
@@ -316,7 +319,7 @@ return redis.call('HGET', M, 'epoch') or ''
  * memory backend skips a cluster it holds). Each affiliate is one logged
  * change, so a watcher of the empty cluster sees them arrive. ARGV: cluster
  * ID, epoch for a new cluster, log length, retention of an empty cluster
- * (ms), max clusters, clusters the instance last counted (Redis Cluster),
+ * (ms), max clusters, clusters the instance holds outside the index,
  * then affiliate ID and record pairs. Its result is the affiliates restored.
  *
  * @category models
@@ -324,9 +327,9 @@ return redis.call('HGET', M, 'epoch') or ''
  */
 export const restore = `${prelude}
 local cid, epoch, maxlen, retention = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local maxClusters, known = tonumber(ARGV[5]), tonumber(ARGV[6])
+local maxClusters, outside = tonumber(ARGV[5]), tonumber(ARGV[6])
 if redis.call('HLEN', A) > 0 then return settled(-1, reindex(cid)) end
-if overCap(cid, maxClusters, known) then return redis.error_reply('LIMIT clusters') end
+if overCap(cid, maxClusters, outside) then return redis.error_reply('LIMIT clusters') end
 local restored = 0
 for i = 7, #ARGV - 1, 2 do
   local aid, record = ARGV[i], ARGV[i + 1]

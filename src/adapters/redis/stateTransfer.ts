@@ -81,7 +81,8 @@ export const importSnapshot = async (
       String(target.logLength ?? 1000),
       String(target.emptyRetentionMillis ?? 3_600_000),
       String(target.maxClusters),
-      String(known)
+      // under Redis Cluster the script cannot count the index itself
+      redis.cluster ? String(known) : "0"
     ]
     let kept = 0
     let keptEndpoints = 0
