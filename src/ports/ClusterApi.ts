@@ -84,16 +84,47 @@ export interface ClusterRequest {
 }
 
 /**
- * One element of a watch: a snapshot first, then one delta per change. The
- * revision counts the changes of the cluster; transports that do not carry it
- * number the messages in arrival order. One delta object goes to every watcher
- * of the cluster, so treat its bytes as read-only.
+ * Where a watch left off: the last revision a client applied, and the epoch
+ * (the unbroken sequence of revisions) it belongs to.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ResumePoint {
+  readonly epoch: string
+  readonly revision: number
+}
+
+/**
+ * Names the cluster to watch; with `resume`, asks for only the changes after
+ * that point (the service answers with a fresh snapshot when it cannot).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface WatchRequest extends ClusterRequest {
+  readonly resume?: ResumePoint | undefined
+}
+
+/**
+ * One element of a watch: a snapshot first (or, for a resumed watch, the
+ * point it resumed after), then one delta per change. The revision counts the
+ * changes of the cluster and `epoch` names their sequence; transports that do
+ * not carry them number the messages in arrival order and leave `epoch` out.
+ * One delta object goes to every watcher of the cluster, so treat its bytes
+ * as read-only.
  *
  * @category models
  * @since 0.1.0
  */
 export type WatchEvent =
-  | { readonly _tag: "Snapshot"; readonly revision: number; readonly affiliates: ReadonlyArray<AffiliateView> }
+  | {
+      readonly _tag: "Snapshot"
+      readonly revision: number
+      readonly affiliates: ReadonlyArray<AffiliateView>
+      readonly epoch?: string | undefined
+    }
+  | { readonly _tag: "Resumed"; readonly revision: number; readonly epoch: string }
   | { readonly _tag: "Updated"; readonly revision: number; readonly affiliate: AffiliateView }
   | { readonly _tag: "Deleted"; readonly revision: number; readonly affiliateId: string }
 
@@ -111,7 +142,23 @@ export type WatchSnapshot = Extract<WatchEvent, { readonly _tag: "Snapshot" }>
  * @category models
  * @since 0.1.0
  */
-export type WatchDelta = Exclude<WatchEvent, { readonly _tag: "Snapshot" }>
+export type WatchDelta = Extract<WatchEvent, { readonly _tag: "Updated" | "Deleted" }>
+
+/**
+ * How a pushed watch starts: a snapshot, or the point it resumed after with
+ * the changes since (in order; later ones go to the sink).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type WatchStart =
+  | WatchSnapshot
+  | {
+      readonly _tag: "Resumed"
+      readonly revision: number
+      readonly epoch: string
+      readonly missed: ReadonlyArray<WatchDelta>
+    }
 
 /**
  * The receiving end of a pushed watch (`ClusterApi.subscribe`): it is handed
@@ -142,15 +189,15 @@ export class ClusterApi extends Context.Service<
     readonly affiliateUpdate: (request: AffiliateUpdateRequest) => Effect.Effect<void, DiscoveryError>
     readonly affiliateDelete: (request: AffiliateDeleteRequest) => Effect.Effect<void, DiscoveryError>
     readonly list: (request: ClusterRequest) => Effect.Effect<ReadonlyArray<AffiliateView>, DiscoveryError>
-    readonly watch: (request: ClusterRequest) => Stream.Stream<WatchEvent, DiscoveryError>
+    readonly watch: (request: WatchRequest) => Stream.Stream<WatchEvent, DiscoveryError>
     /**
      * Watch in push form, for transports that write without waiting (optional;
-     * the core server has it): registers `sink` and returns the snapshot it
-     * starts from; every later change goes to `sink` until it ends or the scope
+     * the core server has it): registers `sink` and returns how the watch
+     * starts; every later change goes to `sink` until it ends or the scope
      * closes. Same rules and errors as `watch`.
      */
     readonly subscribe?:
-      | ((request: ClusterRequest, sink: WatchSink) => Effect.Effect<WatchSnapshot, DiscoveryError, Scope.Scope>)
+      | ((request: WatchRequest, sink: WatchSink) => Effect.Effect<WatchStart, DiscoveryError, Scope.Scope>)
       | undefined
   }
 >()("talos-discovery/ClusterApi") {}

@@ -12,7 +12,14 @@
  */
 import type { Effect } from "effect"
 import { Context } from "effect"
-import type { AffiliateDeleteRequest, AffiliateUpdateRequest, AffiliateView, WatchSink } from "./ClusterApi.ts"
+import type {
+  AffiliateDeleteRequest,
+  AffiliateUpdateRequest,
+  AffiliateView,
+  ResumePoint,
+  WatchSink,
+  WatchStart
+} from "./ClusterApi.ts"
 import type { ResourceExhausted, Unavailable } from "./DiscoveryError.ts"
 
 /**
@@ -26,6 +33,8 @@ export interface StateCaps {
   readonly maxClusters: number
   /** Most watches open at once (per instance). */
   readonly maxWatches: number
+  /** Changes kept per watched cluster so that a watcher that comes back gets only what it missed (0: none). */
+  readonly watchLogLength?: number | undefined
 }
 
 /**
@@ -54,18 +63,15 @@ export interface StoreStats {
 }
 
 /**
- * The snapshot a new watch starts from: the cluster's revision and its
- * affiliates at that revision. `epoch` names the sequence of revisions it
- * belongs to, on backends that can lose and renumber them.
+ * How a new watch starts: the snapshot (the cluster's revision and its
+ * affiliates at that revision), or, when it asked to resume from a point the
+ * backend still holds the changes after, those changes. `epoch` names the
+ * sequence of revisions; it changes whenever the sequence may have restarted.
  *
  * @category models
  * @since 0.1.0
  */
-export interface Subscription {
-  readonly revision: number
-  readonly affiliates: ReadonlyArray<AffiliateView>
-  readonly epoch?: string | undefined
-}
+export type Subscription = WatchStart & { readonly epoch: string }
 
 /**
  * The operations of a state backend. Requests are already validated; times
@@ -86,14 +92,16 @@ export interface StateBackendShape {
   /** Every affiliate of a cluster (none for an unknown cluster, which is not created). */
   readonly list: (clusterId: string) => Effect.Effect<ReadonlyArray<AffiliateView>, Unavailable>
   /**
-   * Registers `sink` for the cluster's changes and returns the snapshot it
-   * starts from: every change after that revision is offered to `sink`, in
-   * order, until `unsubscribe` or until `sink.end` (a sink that refuses a
-   * change is ended with SubscriptionLost).
+   * Registers `sink` for the cluster's changes and returns how it starts: a
+   * snapshot, or with `resume` (when the backend holds every change after
+   * that point in that epoch) the changes since. Every later change is
+   * offered to `sink`, in order, until `unsubscribe` or until `sink.end` (a
+   * sink that refuses a change is ended with SubscriptionLost).
    */
   readonly subscribe: (
     clusterId: string,
-    sink: WatchSink
+    sink: WatchSink,
+    resume?: ResumePoint | undefined
   ) => Effect.Effect<Subscription, ResourceExhausted | Unavailable>
   /** Ends a watch registered by `subscribe` (its slot may already be free if it was cut off). */
   readonly unsubscribe: (clusterId: string, sink: WatchSink) => Effect.Effect<void>

@@ -76,6 +76,7 @@ export type ShownEvent =
   | { readonly _tag: "Snapshot"; readonly affiliates: ReadonlyArray<Shown> }
   | { readonly _tag: "Updated"; readonly affiliate: Shown }
   | { readonly _tag: "Deleted"; readonly affiliateId: string }
+  | { readonly _tag: "Resumed"; readonly revision: number }
 
 /** The comparable form of a watch event. */
 export const showEvent = (event: WatchEvent): ShownEvent => {
@@ -86,6 +87,8 @@ export const showEvent = (event: WatchEvent): ShownEvent => {
       return { _tag: "Updated", affiliate: show(event.affiliate) }
     case "Deleted":
       return { _tag: "Deleted", affiliateId: event.affiliateId }
+    case "Resumed":
+      return { _tag: "Resumed", revision: event.revision }
   }
 }
 

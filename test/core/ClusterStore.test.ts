@@ -46,6 +46,7 @@ const drain = (queue: TestSink): { events: Array<PlainEvent>; failure: unknown }
 const subscribe = (store: ClusterStore, clusterId: string, queue: TestSink) => {
   const result = store.subscribe(clusterId, queue)
   if (result instanceof ResourceExhausted) throw new Error(`subscribe failed: ${result.message}`)
+  if (result._tag !== "Snapshot") throw new Error("a watch without a resume point started resumed")
   return result
 }
 

@@ -119,7 +119,7 @@ describe("packed clusters", () => {
                 const sink = recorder()
                 watchers[side].push(sink)
                 const subscription = store.subscribe(s.cluster, sink)
-                return "revision" in subscription ? plainList(subscription.affiliates) : subscription._tag
+                return subscription._tag === "Snapshot" ? plainList(subscription.affiliates) : subscription._tag
               })
               break
             case "gc":

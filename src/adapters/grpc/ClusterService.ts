@@ -24,7 +24,7 @@ import type {
   WatchResponse
 } from "../../gen/discovery/server/cluster_pb.ts"
 import { Cluster } from "../../gen/discovery/server/cluster_pb.ts"
-import type { ClusterApi, ClusterRequest } from "../../ports/ClusterApi.ts"
+import type { ClusterApi, WatchRequest as CoreWatchRequest } from "../../ports/ClusterApi.ts"
 import type { DiscoveryError } from "../../ports/DiscoveryError.ts"
 import type { DecodedRequest } from "./codec.ts"
 import * as Codec from "./codec.ts"
@@ -109,8 +109,8 @@ export type AnyUnaryRpc = UnaryRpc<any, any, any, any>
 export interface WatchRpc extends RpcInfo<WatchRequest> {
   readonly streaming: true
   readonly definition: ClusterMethod<WatchRequest, DecodedRequest<WatchRequest>, Uint8Array, WatchResponse>
-  readonly toCore: (message: WatchRequest) => ClusterRequest
-  readonly toProto: (request: ClusterRequest) => WatchRequest
+  readonly toCore: (message: WatchRequest) => CoreWatchRequest
+  readonly toProto: (request: CoreWatchRequest) => WatchRequest
 }
 
 /** A request field as logged: at most 256 characters, so a huge invalid ID cannot flood the log. */
@@ -229,7 +229,7 @@ export const ClusterRpcs = {
   Watch: {
     ...base(Cluster.method.watch, true, Codec.decodeWatchRequest, asBuffer),
     streaming: true,
-    toCore: Codec.clusterRequestFromProto,
+    toCore: Codec.watchRequestFromProto,
     toProto: Codec.watchRequestToProto,
     logFields: (request: WatchRequest) => clusterFields(request)
   } satisfies WatchRpc

@@ -11,7 +11,7 @@ import * as grpc from "@grpc/grpc-js"
 import type { Scope } from "effect"
 import { Cause, Duration, Effect, Layer, Stream } from "effect"
 import type { WatchResponse as ProtoWatchResponse } from "../../gen/discovery/server/cluster_pb.ts"
-import type { ClusterRequest, WatchEvent } from "../../ports/ClusterApi.ts"
+import type { WatchEvent, WatchRequest } from "../../ports/ClusterApi.ts"
 import { ClusterApi } from "../../ports/ClusterApi.ts"
 import type { DiscoveryError } from "../../ports/DiscoveryError.ts"
 import type { UnaryRpc } from "./ClusterService.ts"
@@ -133,7 +133,7 @@ export const make = (options: ClientOptions): Effect.Effect<ClusterApi["Service"
           return Effect.sync(() => call.cancel())
         })
 
-    const watch = (request: ClusterRequest): Stream.Stream<WatchEvent, DiscoveryError> =>
+    const watch = (request: WatchRequest): Stream.Stream<WatchEvent, DiscoveryError> =>
       Stream.unwrap(
         Effect.gen(function* () {
           const call = yield* Effect.acquireRelease(

@@ -45,7 +45,9 @@ import type {
   ClusterRequest,
   HelloRequest,
   HelloResponse,
-  WatchEvent
+  WatchDelta,
+  WatchEvent,
+  WatchRequest
 } from "../../ports/ClusterApi.ts"
 import { Limits } from "../../core/server/limits.ts"
 import { fieldSize } from "../../core/wire/wireWriter.ts"
@@ -331,14 +333,32 @@ export const affiliateDeleteRequestToProto = (request: AffiliateDeleteRequest): 
   create(AffiliateDeleteRequestSchema, { clusterId: request.clusterId, affiliateId: request.affiliateId })
 
 /**
- * Builds the port's ClusterRequest from a List or Watch request message.
+ * Builds the port's ClusterRequest from a List request message.
  *
  * @category codecs
  * @since 0.1.0
  */
-export const clusterRequestFromProto = (message: ProtoListRequest | ProtoWatchRequest): ClusterRequest => ({
+export const clusterRequestFromProto = (message: ProtoListRequest): ClusterRequest => ({
   clusterId: message.clusterId
 })
+
+/**
+ * Builds the port's WatchRequest from its message: a resume point when the
+ * client sent an epoch.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const watchRequestFromProto = (message: ProtoWatchRequest): WatchRequest =>
+  message.resumeEpoch === ""
+    ? { clusterId: message.clusterId }
+    : {
+        clusterId: message.clusterId,
+        resume: { epoch: message.resumeEpoch, revision: revisionOf(message.resumeRevision) }
+      }
+
+/** A revision off the wire; one past what a number holds exactly can be no revision of ours, so it reads as -1. */
+const revisionOf = (value: bigint): number => (value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(value) : -1)
 
 /**
  * Builds the ListRequest message.
@@ -355,8 +375,12 @@ export const listRequestToProto = (request: ClusterRequest): ProtoListRequest =>
  * @category codecs
  * @since 0.1.0
  */
-export const watchRequestToProto = (request: ClusterRequest): ProtoWatchRequest =>
-  create(WatchRequestSchema, { clusterId: request.clusterId })
+export const watchRequestToProto = (request: WatchRequest): ProtoWatchRequest =>
+  create(WatchRequestSchema, {
+    clusterId: request.clusterId,
+    resumeEpoch: request.resume?.epoch ?? "",
+    resumeRevision: BigInt(request.resume?.revision ?? 0)
+  })
 
 /**
  * Builds the Affiliate message of an affiliate view.
@@ -398,63 +422,134 @@ export const listResponseFromProto = (message: ProtoListResponse): ReadonlyArray
   message.affiliates.map(affiliateFromProto)
 
 /**
+ * Where a watch message stands in its cluster's revisions; absent for a
+ * watch whose backend names no epoch (its messages then carry neither, as
+ * the original's).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface WatchPosition {
+  readonly epoch: string
+  readonly revision: number
+}
+
+/** Field numbers of the resumable-watch fields of WatchResponse (see cluster.proto). */
+const epochField = 1001
+const revisionField = 1002
+const snapshotField = 1003
+
+/**
  * Encodes a snapshot as WatchResponse messages of at most `budget` bytes each
  * (a single affiliate larger than the budget still gets a message of its own).
  * There is always at least one message, empty for an empty snapshot; the
  * others carry the rest of the affiliates with `deleted=false`, which a Go
- * client merges into the snapshot it got first.
+ * client merges into the snapshot it got first. With a position, each
+ * message carries it and says it is a snapshot.
  *
  * @category codecs
  * @since 0.1.0
  */
-export const encodeSnapshot = (affiliates: ReadonlyArray<AffiliateView>, budget: number): Array<Uint8Array> => {
+export const encodeSnapshot = (
+  affiliates: ReadonlyArray<AffiliateView>,
+  budget: number,
+  position?: WatchPosition
+): Array<Uint8Array> => {
   const messages: Array<Uint8Array> = []
+  const finish = (writer: BinaryWriter) => {
+    if (position !== undefined) {
+      writer.tag(epochField, WireType.LengthDelimited).string(position.epoch)
+      if (position.revision !== 0) writer.tag(revisionField, WireType.Varint).uint64(position.revision)
+      writer.tag(snapshotField, WireType.Varint).bool(true)
+    }
+    messages.push(writer.finish())
+  }
   let writer = new BinaryWriter()
   let size = 0
   for (const affiliate of affiliates) {
     const bytes = toBinary(AffiliateSchema, affiliateToProto(affiliate))
     const entrySize = fieldSize(bytes.length)
     if (size > 0 && size + entrySize > budget) {
-      messages.push(writer.finish())
+      finish(writer)
       writer = new BinaryWriter()
       size = 0
     }
     writer.tag(1, WireType.LengthDelimited).bytes(bytes)
     size += entrySize
   }
-  messages.push(writer.finish())
+  finish(writer)
   return messages
 }
 
 /**
  * Encodes a delta as one WatchResponse: the full affiliate for Updated, the ID
- * alone with `deleted=true` for Deleted.
+ * alone with `deleted=true` for Deleted; with the watch's epoch, also that
+ * and the delta's revision.
  *
  * @category codecs
  * @since 0.1.0
  */
-export const encodeDelta = (event: Exclude<WatchEvent, { readonly _tag: "Snapshot" }>): Uint8Array =>
+export const encodeDelta = (event: WatchDelta, epoch?: string): Uint8Array =>
   toBinary(
     WatchResponseSchema,
     event._tag === "Updated"
-      ? create(WatchResponseSchema, { affiliates: [affiliateToProto(event.affiliate)] })
-      : create(WatchResponseSchema, { affiliates: [{ id: event.affiliateId }], deleted: true })
+      ? create(WatchResponseSchema, {
+          affiliates: [affiliateToProto(event.affiliate)],
+          epoch: epoch ?? "",
+          revision: epoch === undefined ? 0n : BigInt(event.revision)
+        })
+      : create(WatchResponseSchema, {
+          affiliates: [{ id: event.affiliateId }],
+          deleted: true,
+          epoch: epoch ?? "",
+          revision: epoch === undefined ? 0n : BigInt(event.revision)
+        })
   )
 
 /**
- * Encodes any watch event as the WatchResponse messages that carry it.
+ * Encodes the first message of a resumed watch: the revision it resumes
+ * after, in its epoch; the changes since follow as deltas.
  *
  * @category codecs
  * @since 0.1.0
  */
-export const encodeWatchEvent = (event: WatchEvent, snapshotBudget: number): Array<Uint8Array> =>
-  event._tag === "Snapshot" ? encodeSnapshot(event.affiliates, snapshotBudget) : [encodeDelta(event)]
+export const encodeResumed = (position: WatchPosition): Uint8Array =>
+  toBinary(
+    WatchResponseSchema,
+    create(WatchResponseSchema, { epoch: position.epoch, revision: BigInt(position.revision), resumed: true })
+  )
 
 /**
- * Reads one WatchResponse as watch events, numbered from `revision` on. The
- * first message of a watch is the snapshot (deleted entries leave it empty,
- * as in the Go client); each later message gives one Updated or Deleted per
- * affiliate.
+ * Encodes any watch event as the WatchResponse messages that carry it; a
+ * snapshot's epoch goes on its messages, `epoch` on a delta's.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const encodeWatchEvent = (event: WatchEvent, snapshotBudget: number, epoch?: string): Array<Uint8Array> => {
+  switch (event._tag) {
+    case "Snapshot":
+      return encodeSnapshot(
+        event.affiliates,
+        snapshotBudget,
+        event.epoch === undefined ? undefined : { epoch: event.epoch, revision: event.revision }
+      )
+    case "Resumed":
+      return [encodeResumed(event)]
+    default:
+      return [encodeDelta(event, epoch)]
+  }
+}
+
+/**
+ * Reads one WatchResponse as watch events. A message with an epoch carries
+ * its own revision and says whether it is a snapshot or a resumed start;
+ * one without (from the original server) is read as the original's client
+ * reads it, numbered from `revision` on: the first message of a watch is the
+ * snapshot (deleted entries leave it empty, as in the Go client), and each
+ * later one gives one Updated or Deleted per affiliate. The later parts of a
+ * snapshot split over several messages come as Updated events at the
+ * snapshot's revision.
  *
  * @category codecs
  * @since 0.1.0
@@ -464,14 +559,21 @@ export const watchResponseToEvents = (
   first: boolean,
   revision: number
 ): Array<WatchEvent> => {
+  const epoch = message.epoch === "" ? undefined : message.epoch
+  const own = epoch === undefined ? undefined : revisionOf(message.revision)
+  if (epoch !== undefined && message.resumed) return [{ _tag: "Resumed", revision: own!, epoch }]
   if (first) {
     const affiliates = message.deleted ? [] : message.affiliates.map(affiliateFromProto)
-    return [{ _tag: "Snapshot", revision, affiliates }]
+    return [
+      epoch === undefined
+        ? { _tag: "Snapshot", revision, affiliates }
+        : { _tag: "Snapshot", revision: own!, affiliates, epoch }
+    ]
   }
   return message.affiliates.map(
     (affiliate, index): WatchEvent =>
       message.deleted
-        ? { _tag: "Deleted", revision: revision + index, affiliateId: affiliate.id }
-        : { _tag: "Updated", revision: revision + index, affiliate: affiliateFromProto(affiliate) }
+        ? { _tag: "Deleted", revision: own ?? revision + index, affiliateId: affiliate.id }
+        : { _tag: "Updated", revision: own ?? revision + index, affiliate: affiliateFromProto(affiliate) }
   )
 }

@@ -14,10 +14,10 @@ import type { Exit } from "effect"
 import { Effect, Stream } from "effect"
 import type { WatchRequest as ProtoWatchRequest } from "../../gen/discovery/server/cluster_pb.ts"
 import { Limits } from "../../core/server/limits.ts"
-import type { ClusterApi, ClusterRequest, WatchDelta, WatchEvent } from "../../ports/ClusterApi.ts"
+import type { ClusterApi, WatchDelta, WatchEvent, WatchRequest, WatchStart } from "../../ports/ClusterApi.ts"
 import type { DiscoveryError, SubscriptionLost, Unavailable } from "../../ports/DiscoveryError.ts"
 import type { DecodedRequest } from "./codec.ts"
-import { encodeDelta, encodeSnapshot } from "./codec.ts"
+import { encodeDelta, encodeResumed, encodeSnapshot } from "./codec.ts"
 import type { Call } from "./interceptors.ts"
 import type { GrpcStatus } from "./status.ts"
 import { fromCause } from "./status.ts"
@@ -96,12 +96,15 @@ export class WatchSender {
     this.countSent = countSent
   }
 
-  /** A delta's message, encoded once for all watchers (they get it one after another). */
-  readonly encodeDelta = (delta: WatchDelta): Uint8Array => {
+  /**
+   * A delta's message, encoded once for all watchers (they get it one after
+   * another); `epoch` is its watch's, the same for every watcher of a delta.
+   */
+  readonly encodeDelta = (delta: WatchDelta, epoch: string | undefined): Uint8Array => {
     if (delta === this.lastDelta) return this.lastBytes
     let bytes = this.deltas.get(delta)
     if (bytes === undefined) {
-      bytes = encodeDelta(delta)
+      bytes = encodeDelta(delta, epoch)
       this.deltas.set(delta, bytes)
     }
     this.lastDelta = delta
@@ -110,22 +113,43 @@ export class WatchSender {
   }
 
   /** Sends the watch of `request` on `call` until the call, the watch or the scope ends. */
-  serve(api: ClusterApi["Service"], call: WatchCall, request: ClusterRequest): Effect.Effect<void, DiscoveryError> {
+  serve(api: ClusterApi["Service"], call: WatchCall, request: WatchRequest): Effect.Effect<void, DiscoveryError> {
     const subscribe = api.subscribe
-    return subscribe === undefined
-      ? Stream.runForEach(api.watch(request), (event) => this.send(call, event))
-      : this.pushed(call, request, subscribe)
+    if (subscribe !== undefined) return this.pushed(call, request, subscribe)
+    let epoch: string | undefined
+    return Stream.runForEach(api.watch(request), (event) => {
+      if (event._tag === "Snapshot" || event._tag === "Resumed") epoch = event.epoch
+      return this.send(call, this.messagesOf(event, epoch))
+    })
   }
 
-  private messagesOf(event: WatchEvent): ReadonlyArray<Uint8Array> {
-    return event._tag === "Snapshot" ? encodeSnapshot(event.affiliates, this.snapshotBudget) : [this.encodeDelta(event)]
+  /** The messages of a watch's start: the snapshot's, or the resumed start and the changes it missed. */
+  private startMessages(start: WatchStart): ReadonlyArray<Uint8Array> {
+    if (start._tag === "Snapshot") return this.messagesOf(start, start.epoch)
+    const messages = [encodeResumed(start)]
+    for (const delta of start.missed) messages.push(this.encodeDelta(delta, start.epoch))
+    return messages
+  }
+
+  private messagesOf(event: WatchEvent, epoch: string | undefined): ReadonlyArray<Uint8Array> {
+    switch (event._tag) {
+      case "Snapshot":
+        return encodeSnapshot(
+          event.affiliates,
+          this.snapshotBudget,
+          epoch === undefined ? undefined : { epoch, revision: event.revision }
+        )
+      case "Resumed":
+        return [encodeResumed(event)]
+      default:
+        return [this.encodeDelta(event, epoch)]
+    }
   }
 
   /** The pull form: one fiber writes each event and waits for "drain" when the call pushes back. */
-  private send(call: WatchCall, event: WatchEvent): Effect.Effect<void> {
+  private send(call: WatchCall, messages: ReadonlyArray<Uint8Array>): Effect.Effect<void> {
     return Effect.suspend(() => {
       let ready = true
-      const messages = this.messagesOf(event)
       for (const bytes of messages) ready = call.write(bytes)
       this.countSent(messages.length)
       return ready ? Effect.void : awaitDrain(call)
@@ -135,15 +159,15 @@ export class WatchSender {
   /** The push form: the core hands deltas to a sink that the fan-out writes. */
   private pushed(
     call: WatchCall,
-    request: ClusterRequest,
+    request: WatchRequest,
     subscribe: NonNullable<ClusterApi["Service"]["subscribe"]>
   ): Effect.Effect<void, DiscoveryError> {
     return Effect.scoped(
       Effect.suspend(() => {
         const sink = new CallSink(call, this.fanOut, this.encodeDelta, this.countSent, Limits.watchBuffer)
         return Effect.andThen(
-          Effect.tap(subscribe(request, sink), (snapshot) =>
-            Effect.sync(() => sink.start(encodeSnapshot(snapshot.affiliates, this.snapshotBudget)))
+          Effect.tap(subscribe(request, sink), (start) =>
+            Effect.sync(() => sink.start(this.startMessages(start), start.epoch))
           ),
           Effect.callback<void, SubscriptionLost | Unavailable>((resume) => {
             sink.whenEnded((error) => resume(Effect.fail(error)))

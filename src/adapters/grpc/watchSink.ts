@@ -141,14 +141,16 @@ export class CallSink implements WatchSink {
   private onEnd: ((error: SubscriptionLost | Unavailable) => void) | undefined
   private readonly call: WritableCall
   private readonly fanOut: FanOut
-  private readonly encode: (delta: WatchDelta) => Uint8Array
+  private readonly encode: (delta: WatchDelta, epoch: string | undefined) => Uint8Array
+  /** The epoch the watch started in, which its deltas carry. */
+  private epoch: string | undefined = undefined
   private readonly sent: (messages: number) => void
   private readonly capacity: number
   /** `encode` turns a delta into its message; `sent` is told how many messages each flush wrote. */
   constructor(
     call: WritableCall,
     fanOut: FanOut,
-    encode: (delta: WatchDelta) => Uint8Array,
+    encode: (delta: WatchDelta, epoch: string | undefined) => Uint8Array,
     sent: (messages: number) => void,
     capacity: number
   ) {
@@ -180,8 +182,9 @@ export class CallSink implements WatchSink {
     this.wake()
   }
 
-  /** Writes the snapshot's messages, then lets the deltas offered since through. */
-  start(messages: ReadonlyArray<Uint8Array>): void {
+  /** Writes the start's messages (a snapshot, or a resumed start), then lets the deltas offered since through. */
+  start(messages: ReadonlyArray<Uint8Array>, epoch?: string): void {
+    this.epoch = epoch
     for (const bytes of messages) this.write(bytes)
     this.sent(messages.length)
     this.started = true
@@ -207,7 +210,7 @@ export class CallSink implements WatchSink {
     if (this.closed || this.call.destroyed || this.call.writableEnded) return
     const pending = this.pending
     let written = 0
-    while (written < pending.length && !this.blocked) this.write(this.encode(pending[written++]!))
+    while (written < pending.length && !this.blocked) this.write(this.encode(pending[written++]!, this.epoch))
     if (written > 0) {
       pending.splice(0, written)
       this.sent(written)

@@ -19,8 +19,9 @@
  *
  * @since 0.1.0
  */
+import { ChangeLog } from "../../core/server/ChangeLog.ts"
 import { fanOut } from "../../core/server/fanOut.ts"
-import type { AffiliateView, WatchDelta, WatchSink } from "../../ports/ClusterApi.ts"
+import type { AffiliateView, ResumePoint, WatchDelta, WatchSink } from "../../ports/ClusterApi.ts"
 import { lostUpdateMessage, SubscriptionLost, Unavailable } from "../../ports/DiscoveryError.ts"
 import type { Subscription } from "../../ports/StateBackend.ts"
 import type { ClusterKeys } from "./keys.ts"
@@ -31,6 +32,12 @@ const lostUpdate = new SubscriptionLost({ message: lostUpdateMessage })
 
 /** Changes read from a log at a time. */
 const readBatch = 1000
+
+/** Changes a mirror keeps in memory, so most resumed watches need no read of the log. */
+const mirrorLogLength = 100
+
+/** How many times a resumed watch reads the changes it missed while its mirror moves on, before it takes a snapshot. */
+const resumeReads = 5
 
 /**
  * The snapshot a mirror starts from, as the backend reads it.
@@ -50,6 +57,10 @@ class Mirror {
   epoch = ""
   affiliates = new Map<string, AffiliateView>()
   readonly sinks = new Set<WatchSink>()
+  /** Watchers on their way in (reading what they missed): the mirror stays while there are any. */
+  joining = 0
+  /** The changes applied since it was loaded (the last ones). */
+  readonly log = new ChangeLog(mirrorLogLength)
   loaded = false
   /** A read of the log is under way; `again` asks for one more once it ends. */
   reading = false
@@ -145,10 +156,17 @@ export class ChangeFeed {
   }
 
   /**
-   * Registers `sink` and gives the snapshot it starts from; `undefined`
-   * when `signal` was aborted first (nothing is registered then).
+   * Registers `sink` and gives what it starts from: the changes after
+   * `resume` when its epoch is the cluster's and the log still holds them,
+   * else the snapshot; `undefined` when `signal` was aborted first (nothing
+   * is registered then).
    */
-  async subscribe(clusterId: string, sink: WatchSink, signal: AbortSignal): Promise<Subscription | undefined> {
+  async subscribe(
+    clusterId: string,
+    sink: WatchSink,
+    signal: AbortSignal,
+    resume?: ResumePoint
+  ): Promise<Subscription | undefined> {
     let mirror = this.#mirrors.get(clusterId)
     if (mirror === undefined) {
       const created = new Mirror(clusterId, this.#keysOf(clusterId))
@@ -157,16 +175,65 @@ export class ChangeFeed {
       created.ready.catch(() => this.#forget(created))
       mirror = created
     }
-    await mirror.ready
+    let missed: ReadonlyArray<WatchDelta> | undefined
+    mirror.joining++
+    try {
+      await mirror.ready
+      if (resume?.epoch === mirror.epoch) missed = await this.#missedSince(mirror, resume.revision)
+    } finally {
+      mirror.joining--
+    }
     if (signal.aborted || this.#closed || this.#mirrors.get(clusterId) !== mirror) {
-      if (mirror.sinks.size === 0) this.#forget(mirror)
+      if (mirror.sinks.size === 0 && mirror.joining === 0) this.#forget(mirror)
       if (signal.aborted) return undefined
       if (this.#closed) throw new Unavailable({ message: "server is shutting down" })
-      return this.subscribe(clusterId, sink, signal)
+      return this.subscribe(clusterId, sink, signal, resume)
     }
     mirror.sinks.add(sink)
     this.#watches++
-    return { revision: mirror.revision, epoch: mirror.epoch, affiliates: [...mirror.affiliates.values()] }
+    if (missed !== undefined) return { _tag: "Resumed", revision: resume!.revision, epoch: mirror.epoch, missed }
+    return {
+      _tag: "Snapshot",
+      revision: mirror.revision,
+      epoch: mirror.epoch,
+      affiliates: [...mirror.affiliates.values()]
+    }
+  }
+
+  /**
+   * The changes after `revision` up to the mirror's revision when this
+   * returns (so the sink registered right after gets every later one): from
+   * the mirror's own log, else read from the cluster's log in Redis;
+   * `undefined` when they are not all held any more, or `revision` is ahead
+   * of the cluster.
+   */
+  async #missedSince(mirror: Mirror, revision: number): Promise<ReadonlyArray<WatchDelta> | undefined> {
+    if (revision > mirror.revision) {
+      // the watcher may come from an instance that was ahead of this mirror: let it catch up a little
+      this.#read(mirror)
+      for (let i = 0; i < 20 && revision > mirror.revision; i++) await new Promise((resolve) => setTimeout(resolve, 5))
+      if (revision > mirror.revision) return undefined
+    }
+    const held = mirror.log.since(revision, mirror.revision)
+    if (held !== undefined) return held
+    const missed: Array<WatchDelta> = []
+    let after = revision
+    for (let reads = 0; reads < resumeReads && after < mirror.revision; reads++) {
+      const until = mirror.revision
+      const entries = (await this.#redis.send(
+        ["XRANGE", mirror.keys.log, `0-${after + 1}`, `0-${until}`],
+        mirror.keys.log
+      )) as ReadonlyArray<Reply>
+      for (const entry of entries) {
+        const [id, fields] = entry as ReadonlyArray<Reply>
+        const next = Number(text(id).slice(2))
+        if (next !== after + 1) return undefined
+        missed.push(deltaOf(next, fields as ReadonlyArray<Reply>))
+        after = next
+      }
+      if (after !== until) return undefined
+    }
+    return after === mirror.revision ? missed : undefined
   }
 
   /** Ends a watch; the mirror goes with its last watcher. */
@@ -174,7 +241,7 @@ export class ChangeFeed {
     const mirror = this.#mirrors.get(clusterId)
     if (mirror === undefined || !mirror.sinks.delete(sink)) return
     this.#watches--
-    if (mirror.sinks.size === 0) this.#forget(mirror)
+    if (mirror.sinks.size === 0 && mirror.joining === 0) this.#forget(mirror)
   }
 
   /** Cuts off the watchers of a cluster whose epoch is no longer `epoch` (Redis lost it). */
@@ -260,27 +327,13 @@ export class ChangeFeed {
         return
       }
       mirror.revision = revision
-      const delta = this.#deltaOf(mirror, revision, fields as ReadonlyArray<Reply>)
+      const delta = deltaOf(revision, fields as ReadonlyArray<Reply>)
+      if (delta._tag === "Updated") mirror.affiliates.set(delta.affiliate.id, delta.affiliate)
+      else mirror.affiliates.delete(delta.affiliateId)
+      mirror.log.push(delta)
       if (mirror.sinks.size > 0) fanOut(mirror.sinks, delta, this.#release)
     }
-    if (mirror.sinks.size === 0 && mirror.loaded) this.#forget(mirror)
-  }
-
-  #deltaOf(mirror: Mirror, revision: number, fields: ReadonlyArray<Reply>): WatchDelta {
-    let affiliateId = ""
-    let record: Buffer | undefined
-    for (let i = 0; i + 1 < fields.length; i += 2) {
-      const name = text(fields[i])
-      if (name === "a") affiliateId = text(fields[i + 1])
-      else if (name === "r") record = fields[i + 1] as Buffer
-    }
-    if (record === undefined) {
-      mirror.affiliates.delete(affiliateId)
-      return { _tag: "Deleted", revision, affiliateId }
-    }
-    const affiliate = viewOf(affiliateId, record)
-    mirror.affiliates.set(affiliateId, affiliate)
-    return { _tag: "Updated", revision, affiliate }
+    if (mirror.sinks.size === 0 && mirror.joining === 0 && mirror.loaded) this.#forget(mirror)
   }
 
   #cutOff(mirror: Mirror, error: SubscriptionLost | Unavailable): void {
@@ -301,6 +354,20 @@ export class ChangeFeed {
     this.#mirrors.delete(mirror.clusterId)
     this.#redis.unsubscribe(mirror.keys.channel, mirror.listener).catch(() => undefined)
   }
+}
+
+/** The change a log entry (`a` the affiliate ID, `r` its record, absent for a removal) stands for. */
+const deltaOf = (revision: number, fields: ReadonlyArray<Reply>): WatchDelta => {
+  let affiliateId = ""
+  let record: Buffer | undefined
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    const name = text(fields[i])
+    if (name === "a") affiliateId = text(fields[i + 1])
+    else if (name === "r") record = fields[i + 1] as Buffer
+  }
+  return record === undefined
+    ? { _tag: "Deleted", revision, affiliateId }
+    : { _tag: "Updated", revision, affiliate: viewOf(affiliateId, record) }
 }
 
 const unavailable = (error: unknown): Unavailable =>

@@ -301,13 +301,13 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
             await redis.send(["HGETALL", keys.cluster(clusterId).affiliates], keys.cluster(clusterId).affiliates)
           ).values()
         ]),
-      subscribe: (clusterId, sink) =>
+      subscribe: (clusterId, sink, resume) =>
         Effect.flatMap(
           Effect.tryPromise({
             try: (signal) =>
               feed.watches >= options.caps.maxWatches
                 ? Promise.reject(tooManyWatches)
-                : feed.subscribe(clusterId, sink, signal),
+                : feed.subscribe(clusterId, sink, signal, resume),
             catch: failureOf
           }),
           (subscription) => (subscription === undefined ? Effect.interrupt : Effect.succeed(subscription))

@@ -14,7 +14,8 @@
  * wait; a failed refresh reconnects after the backoff instead of waiting for
  * the next TTL/2 tick; at most `maxRedirects` redirects in a row are followed
  * at once, after which each one waits a backoff; a deletion is sent until it
- * succeeds once, then never again; a TTL under 2 ns (or over the service's
+ * succeeds once, then never again; each new watch resumes where the last one
+ * left off (a service that cannot, or the original, sends a snapshot); a TTL under 2 ns (or over the service's
  * 30 minutes) is refused when the client is built. Time comes only from
  * Effect's `Clock`, so `TestClock` drives the whole loop.
  *
@@ -37,13 +38,14 @@ import {
   Stream,
   SubscriptionRef
 } from "effect"
-import type { ClusterApi, WatchEvent } from "../../ports/ClusterApi.ts"
+import type { ClusterApi, ResumePoint, WatchEvent } from "../../ports/ClusterApi.ts"
 import { Unavailable } from "../../ports/DiscoveryError.ts"
 import { utf8Length } from "../utf8.ts"
 import { ClusterConnector } from "./ClusterConnector.ts"
 import type { AffiliateInfoInit, EndpointInit } from "./payload.ts"
 import type { DiscoveredAffiliate, Discovered, Reconciler } from "./reconcile.ts"
 import { reconcile, toAffiliates } from "./reconcile.ts"
+import { nextResumePoint } from "./resumePoint.ts"
 import type { ClusterKey } from "./sealing.ts"
 import { makeKey, openAffiliate, openEndpoint, sealAffiliate, sealEndpoint } from "./sealing.ts"
 
@@ -358,6 +360,9 @@ export const make = (
         }
       })
 
+    // Where the next watch resumes: the last event applied, in its epoch (none from a service without epochs).
+    let resumeFrom: ResumePoint | undefined
+
     // Backoff state, shared by the loops below.
     let step = yield* Schedule.toStep(backoff)
     let waitBeforeHello = false
@@ -389,10 +394,11 @@ export const make = (
         const markHealthy = Effect.suspend(() => (snapshotSeen && refreshed ? healthy : Effect.void))
         yield* Queue.clear(localChanged)
 
-        const watchLoop = api.watch({ clusterId }).pipe(
+        const watchLoop = api.watch({ clusterId, resume: resumeFrom }).pipe(
           Stream.runForEach((event) =>
             Effect.andThen(applyEvent(event), () => {
-              if (snapshotSeen || event._tag !== "Snapshot") return Effect.void
+              resumeFrom = nextResumePoint(resumeFrom, event)
+              if (snapshotSeen || (event._tag !== "Snapshot" && event._tag !== "Resumed")) return Effect.void
               snapshotSeen = true
               return markHealthy
             })

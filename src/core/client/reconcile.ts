@@ -160,6 +160,9 @@ export const reconcile = (reconciler: Reconciler, discovered: Discovered, event:
       const next = new Map(discovered)
       return { discovered: applyUpdate(reconciler, next, event.affiliate, problems) ? next : discovered, problems }
     }
+    case "Resumed":
+      // the changes missed follow as deltas; nothing is replaced
+      return { discovered, problems }
     case "Deleted": {
       if (event.affiliateId === reconciler.selfId || !discovered.has(event.affiliateId)) {
         return { discovered, problems }

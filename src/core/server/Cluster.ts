@@ -1,12 +1,15 @@
 /**
  * One cluster: its affiliates, its watchers and its revision counter. Every
  * change gets the next revision and is offered to each watcher's sink
- * without waiting; a watcher whose sink is full is cut off.
+ * without waiting; a watcher whose sink is full is cut off. From its first
+ * watcher on, a cluster also keeps its last changes in a `ChangeLog`, so a
+ * watcher that comes back gets only what it missed.
  *
  * @since 0.1.0
  */
 import type { AffiliateView, WatchDelta, WatchSink } from "../../ports/ClusterApi.ts"
 import type { Affiliate } from "./Affiliate.ts"
+import { ChangeLog } from "./ChangeLog.ts"
 import { fanOut } from "./fanOut.ts"
 import type { ClusterEntry, PackedAffiliates } from "./snapshotFormat.ts"
 
@@ -26,6 +29,8 @@ export class Cluster implements ClusterEntry {
   revision = 0
   /** The store's creation number of this cluster (see `ClusterStore.snapshotEntries`). */
   serial = 0
+  /** The last changes, kept from the first watcher on (a cluster never watched needs none). */
+  log: ChangeLog | undefined = undefined
   readonly id: string
   private readonly release: () => void
   /**
@@ -82,9 +87,10 @@ export class Cluster implements ClusterEntry {
     return this.sinks ?? noSinks
   }
 
-  /** Adds a watcher. */
-  addWatcher(sink: WatchSink): void {
+  /** Adds a watcher; the first one starts the log of `logLength` changes (none when 0). */
+  addWatcher(sink: WatchSink, logLength: number): void {
     if (this.sinks === undefined) this.sinks = new Set()
+    if (this.log === undefined && logLength > 0) this.log = new ChangeLog(logLength)
     this.sinks.add(sink)
   }
 
@@ -102,7 +108,7 @@ export class Cluster implements ClusterEntry {
 
   /** Publishes the full current state of an affiliate. */
   publishUpdated(affiliate: Affiliate): void {
-    if (this.watcherCount === 0) {
+    if (this.watcherCount === 0 && this.log === undefined) {
       this.revision++
       return
     }
@@ -111,7 +117,7 @@ export class Cluster implements ClusterEntry {
 
   /** Publishes the removal of an affiliate. */
   publishDeleted(affiliateId: string): void {
-    if (this.watcherCount === 0) {
+    if (this.watcherCount === 0 && this.log === undefined) {
       this.revision++
       return
     }
@@ -119,6 +125,7 @@ export class Cluster implements ClusterEntry {
   }
 
   private publish(event: WatchDelta): void {
-    fanOut(this.sinks!, event, this.release)
+    this.log?.push(event)
+    if (this.watcherCount > 0) fanOut(this.sinks!, event, this.release)
   }
 }

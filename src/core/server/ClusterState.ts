@@ -6,15 +6,16 @@
  * @since 0.1.0
  */
 import type { Scope, Stream as StreamT } from "effect"
-import { Cause, Clock, Context, Duration, Effect, Layer, Option, Queue, Stream } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Layer, Metric, Option, Queue, Stream } from "effect"
 import type {
   AffiliateDeleteRequest,
   AffiliateUpdateRequest,
   AffiliateView,
   ClusterRequest,
   WatchEvent,
+  WatchRequest,
   WatchSink,
-  WatchSnapshot
+  WatchStart
 } from "../../ports/ClusterApi.ts"
 import type { InvalidArgument, ResourceExhausted, SubscriptionLost } from "../../ports/DiscoveryError.ts"
 import { shuttingDownMessage, Unavailable } from "../../ports/DiscoveryError.ts"
@@ -71,15 +72,16 @@ export class ClusterState extends Context.Service<
     readonly list: (
       request: ClusterRequest
     ) => Effect.Effect<ReadonlyArray<AffiliateView>, InvalidArgument | Unavailable>
-    readonly watch: (request: ClusterRequest) => StreamT.Stream<WatchEvent, WatchError>
+    /** A watch: a snapshot (or, resumed, the point it resumed after and the changes since), then every change. */
+    readonly watch: (request: WatchRequest) => StreamT.Stream<WatchEvent, WatchError>
     /**
      * A watch in push form: registers `sink` until the scope closes and returns
-     * the snapshot; each later change is offered to `sink` synchronously.
+     * how it starts; each later change is offered to `sink` synchronously.
      */
     readonly subscribe: (
-      request: ClusterRequest,
+      request: WatchRequest,
       sink: WatchSink
-    ) => Effect.Effect<WatchSnapshot, Exclude<WatchError, SubscriptionLost>, Scope.Scope>
+    ) => Effect.Effect<WatchStart, Exclude<WatchError, SubscriptionLost>, Scope.Scope>
     readonly collectGarbage: Effect.Effect<GcReport, Unavailable>
     /** Whether the state can be served right now (false while a shared backend is unreachable). */
     readonly available: () => boolean
@@ -131,6 +133,13 @@ export class ClusterState extends Context.Service<
 
 const shuttingDown = new Unavailable({ message: shuttingDownMessage })
 
+const watchesStarted = Metric.counter("discovery_watches_started_total", {
+  description: "Watches started, by how: with a snapshot, or resumed with only the changes the watcher missed",
+  incremental: true
+})
+const watchesResumed = Metric.withAttributes(watchesStarted, { start: "resumed" })
+const watchesFromSnapshot = Metric.withAttributes(watchesStarted, { start: "snapshot" })
+
 const alwaysAvailable = () => true
 
 /**
@@ -180,32 +189,34 @@ export const makeOn = Effect.fnUntraced(function* (backend: StateBackendShape, s
       )
     )
 
-  const subscribe = (request: ClusterRequest, sink: WatchSink) =>
+  const subscribe = (request: WatchRequest, sink: WatchSink) =>
     Effect.flatMap(validateClusterId(request.clusterId), () =>
       Effect.acquireRelease(
         Effect.suspend(
-          (): Effect.Effect<WatchSnapshot, ResourceExhausted | Unavailable> =>
+          (): Effect.Effect<WatchStart, ResourceExhausted | Unavailable> =>
             closed
               ? Effect.fail(shuttingDown)
-              : Effect.map(backend.subscribe(request.clusterId, sink), (subscription) => ({
-                  _tag: "Snapshot",
-                  revision: subscription.revision,
-                  affiliates: subscription.affiliates
-                }))
+              : Effect.tap(backend.subscribe(request.clusterId, sink, request.resume), (start) =>
+                  Metric.update(start._tag === "Resumed" ? watchesResumed : watchesFromSnapshot, 1)
+                )
         ),
         () => backend.unsubscribe(request.clusterId, sink)
       )
     )
 
-  const watch = (request: ClusterRequest): StreamT.Stream<WatchEvent, WatchError> =>
+  const watch = (request: WatchRequest): StreamT.Stream<WatchEvent, WatchError> =>
     Stream.unwrap(
       Effect.gen(function* () {
         const queue = yield* Queue.bounded<WatchEvent, SubscriptionLost | Unavailable | Cause.Done>(Limits.watchBuffer)
-        const snapshot = yield* subscribe(request, {
+        const start = yield* subscribe(request, {
           offer: (delta) => Queue.offerUnsafe(queue, delta),
           end: (error) => Queue.failCauseUnsafe(queue, Cause.fail(error))
         })
-        return Stream.concat(Stream.succeed<WatchEvent>(snapshot), Stream.fromQueue(queue))
+        const first: ReadonlyArray<WatchEvent> =
+          start._tag === "Snapshot"
+            ? [start]
+            : [{ _tag: "Resumed", revision: start.revision, epoch: start.epoch }, ...start.missed]
+        return Stream.concat(Stream.fromIterable(first), Stream.fromQueue(queue))
       })
     )
 

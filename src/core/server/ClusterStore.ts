@@ -9,6 +9,7 @@ import type {
   AffiliateDeleteRequest,
   AffiliateUpdateRequest,
   AffiliateView,
+  ResumePoint,
   WatchSink
 } from "../../ports/ClusterApi.ts"
 import { ResourceExhausted } from "../../ports/DiscoveryError.ts"
@@ -38,6 +39,23 @@ export type StoreCaps = StateCaps
  * @since 0.1.0
  */
 export const defaultCaps: StoreCaps = { maxClusters: 1_000_000, maxWatches: 100_000 }
+
+/**
+ * Changes kept per watched cluster in memory for resuming watches, unless
+ * the caps say otherwise.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const defaultWatchLogLength = 100
+
+/** A name for this store's sequences of revisions that no other process will pick. */
+const newEpochBase = (): string => {
+  const bytes = globalThis.crypto.getRandomValues(new Uint8Array(9))
+  let text = ""
+  for (const byte of bytes) text += byte.toString(36).padStart(2, "0")
+  return text
+}
 
 /**
  * What `restore` put back: what was kept, and what had already expired and
@@ -74,8 +92,19 @@ export class ClusterStore {
     this.watches--
   }
   readonly caps: StoreCaps
+  private readonly logLength: number
+  private readonly epochBase = newEpochBase()
   constructor(caps: StoreCaps = defaultCaps) {
     this.caps = caps
+    this.logLength = caps.watchLogLength ?? defaultWatchLogLength
+  }
+
+  /**
+   * The epoch of a cluster's revisions: this store's, and the cluster's
+   * creation number, since a cluster removed and created again counts from 0.
+   */
+  private epochOf(cluster: Cluster): string {
+    return `${this.epochBase}.${cluster.serial.toString(36)}`
   }
 
   /** Applies an AffiliateUpdate at `now`, or fails having changed nothing. */
@@ -111,17 +140,26 @@ export class ClusterStore {
     return this.clusters.get(clusterId)?.views() ?? []
   }
 
-  /** Registers a watcher and takes the snapshot it starts from, in one step. */
-  subscribe(clusterId: string, sink: WatchSink): Subscription | ResourceExhausted {
+  /**
+   * Registers a watcher and, in the same step, gives it what it starts from:
+   * the changes after `resume` when the cluster's log still holds them all in
+   * that epoch, else a snapshot.
+   */
+  subscribe(clusterId: string, sink: WatchSink, resume?: ResumePoint): Subscription | ResourceExhausted {
     if (this.watches >= this.caps.maxWatches) return tooManyWatches()
     let cluster = this.clusters.get(clusterId)
     if (cluster === undefined) {
       if (this.clusters.size >= this.caps.maxClusters) return tooManyClusters()
       cluster = this.add(new Cluster(clusterId, this.releaseWatch))
     }
-    cluster.addWatcher(sink)
+    cluster.addWatcher(sink, this.logLength)
     this.watches++
-    return { revision: cluster.revision, affiliates: cluster.views() }
+    const epoch = this.epochOf(cluster)
+    if (resume !== undefined && resume.epoch === epoch) {
+      const missed = cluster.log?.since(resume.revision, cluster.revision)
+      if (missed !== undefined) return { _tag: "Resumed", revision: resume.revision, epoch, missed }
+    }
+    return { _tag: "Snapshot", revision: cluster.revision, epoch, affiliates: cluster.views() }
   }
 
   /** Ends a watch registered by `subscribe` (its slot may already be free if it was cut off). */

@@ -23,9 +23,9 @@ export const make = (store: ClusterStore): StateBackendShape => ({
     }),
   delete: (request) => Effect.sync(() => store.delete(request)),
   list: (clusterId) => Effect.sync(() => store.list(clusterId)),
-  subscribe: (clusterId, sink) =>
+  subscribe: (clusterId, sink, resume) =>
     Effect.suspend(() => {
-      const result = store.subscribe(clusterId, sink)
+      const result = store.subscribe(clusterId, sink, resume)
       return "revision" in result ? Effect.succeed(result) : Effect.fail(result)
     }),
   unsubscribe: (clusterId, sink) => Effect.sync(() => store.unsubscribe(clusterId, sink)),

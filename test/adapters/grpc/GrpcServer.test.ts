@@ -169,7 +169,7 @@ for (const transport of transports) {
         const { port } = Context.get(context, GrpcServer.GrpcServer)
         const api = yield* GrpcClient.make({ endpoint: `127.0.0.1:${port}`, tls: false })
         const watch = yield* watcher(api.watch({ clusterId: "c" }))
-        assert.deepStrictEqual(yield* watch.next, { _tag: "Snapshot", revision: 0, affiliates: [] })
+        assert.deepInclude(yield* watch.next, { _tag: "Snapshot", revision: 0, affiliates: [] })
         yield* Scope.close(scope, Exit.void)
         const error = failureOf(yield* Effect.exit(watch.next))
         assert.deepStrictEqual([error._tag, error.message], ["Unavailable", "server is shutting down"])

@@ -141,7 +141,7 @@ describe("codec", () => {
           const listWire = toBinary(ListRequestSchema, Codec.listRequestToProto(cluster))
           assert.deepStrictEqual(Codec.clusterRequestFromProto(decoded(Codec.decodeListRequest(listWire))), cluster)
           const watchWire = toBinary(WatchRequestSchema, Codec.watchRequestToProto(cluster))
-          assert.deepStrictEqual(Codec.clusterRequestFromProto(decoded(Codec.decodeWatchRequest(watchWire))), cluster)
+          assert.deepStrictEqual(Codec.watchRequestFromProto(decoded(Codec.decodeWatchRequest(watchWire))), cluster)
         })
       )
     })

@@ -46,6 +46,7 @@ const recorder = (on: Instance, clusterId: string) =>
       { clusterId },
       { offer: (delta) => deltas.push(delta) > 0, end: (error) => ended.push(error.message) }
     )
+    if (snapshot._tag !== "Snapshot") throw new Error("a watch without a resume point started resumed")
     return { snapshot, deltas, ended }
   })
 

@@ -80,12 +80,18 @@ const update = (api: ClusterApi["Service"], clusterId: string, affiliateId: stri
 
 const textOf = (bytes: Uint8Array) => new TextDecoder().decode(bytes)
 
-const describeEvent = (event: WatchEvent) =>
-  event._tag === "Snapshot"
-    ? `snapshot:${event.affiliates.length}`
-    : event._tag === "Updated"
-      ? `${event.affiliate.id}=${textOf(event.affiliate.data)}`
-      : `-${event.affiliateId}`
+const describeEvent = (event: WatchEvent) => {
+  switch (event._tag) {
+    case "Snapshot":
+      return `snapshot:${event.affiliates.length}`
+    case "Resumed":
+      return `resumed:${event.revision}`
+    case "Updated":
+      return `${event.affiliate.id}=${textOf(event.affiliate.data)}`
+    case "Deleted":
+      return `-${event.affiliateId}`
+  }
+}
 
 describe("service processes on one Redis", () => {
   it.live(

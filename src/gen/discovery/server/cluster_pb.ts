@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file discovery/server/cluster.proto.
  */
 export const file_discovery_server_cluster: GenFile = /*@__PURE__*/
-  fileDesc("Ch5kaXNjb3Zlcnkvc2VydmVyL2NsdXN0ZXIucHJvdG8SF3NpZGVyby5kaXNjb3Zlcnkuc2VydmVyIjgKCUFmZmlsaWF0ZRIKCgJpZBgBIAEoCRIMCgRkYXRhGAIgASgMEhEKCWVuZHBvaW50cxgDIAMoDCI6CgxIZWxsb1JlcXVlc3QSEgoKY2x1c3Rlcl9pZBgBIAEoCRIWCg5jbGllbnRfdmVyc2lvbhgCIAEoCSIjCg9SZWRpcmVjdE1lc3NhZ2USEAoIZW5kcG9pbnQYASABKAkicAoNSGVsbG9SZXNwb25zZRI/CghyZWRpcmVjdBgBIAEoCzIoLnNpZGVyby5kaXNjb3Zlcnkuc2VydmVyLlJlZGlyZWN0TWVzc2FnZUgAiAEBEhEKCWNsaWVudF9pcBgCIAEoDEILCglfcmVkaXJlY3QitwEKFkFmZmlsaWF0ZVVwZGF0ZVJlcXVlc3QSEgoKY2x1c3Rlcl9pZBgBIAEoCRIUCgxhZmZpbGlhdGVfaWQYAiABKAkSGwoOYWZmaWxpYXRlX2RhdGEYAyABKAxIAIgBARIbChNhZmZpbGlhdGVfZW5kcG9pbnRzGAQgAygMEiYKA3R0bBgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbkIRCg9fYWZmaWxpYXRlX2RhdGEiGQoXQWZmaWxpYXRlVXBkYXRlUmVzcG9uc2UiQgoWQWZmaWxpYXRlRGVsZXRlUmVxdWVzdBISCgpjbHVzdGVyX2lkGAEgASgJEhQKDGFmZmlsaWF0ZV9pZBgCIAEoCSIZChdBZmZpbGlhdGVEZWxldGVSZXNwb25zZSIhCgtMaXN0UmVxdWVzdBISCgpjbHVzdGVyX2lkGAEgASgJIkYKDExpc3RSZXNwb25zZRI2CgphZmZpbGlhdGVzGAEgAygLMiIuc2lkZXJvLmRpc2NvdmVyeS5zZXJ2ZXIuQWZmaWxpYXRlIiIKDFdhdGNoUmVxdWVzdBISCgpjbHVzdGVyX2lkGAEgASgJIlgKDVdhdGNoUmVzcG9uc2USNgoKYWZmaWxpYXRlcxgBIAMoCzIiLnNpZGVyby5kaXNjb3Zlcnkuc2VydmVyLkFmZmlsaWF0ZRIPCgdkZWxldGVkGAIgASgIMvwDCgdDbHVzdGVyElYKBUhlbGxvEiUuc2lkZXJvLmRpc2NvdmVyeS5zZXJ2ZXIuSGVsbG9SZXF1ZXN0GiYuc2lkZXJvLmRpc2NvdmVyeS5zZXJ2ZXIuSGVsbG9SZXNwb25zZRJ0Cg9BZmZpbGlhdGVVcGRhdGUSLy5zaWRlcm8uZGlzY292ZXJ5LnNlcnZlci5BZmZpbGlhdGVVcGRhdGVSZXF1ZXN0GjAuc2lkZXJvLmRpc2NvdmVyeS5zZXJ2ZXIuQWZmaWxpYXRlVXBkYXRlUmVzcG9uc2USdAoPQWZmaWxpYXRlRGVsZXRlEi8uc2lkZXJvLmRpc2NvdmVyeS5zZXJ2ZXIuQWZmaWxpYXRlRGVsZXRlUmVxdWVzdBowLnNpZGVyby5kaXNjb3Zlcnkuc2VydmVyLkFmZmlsaWF0ZURlbGV0ZVJlc3BvbnNlElMKBExpc3QSJC5zaWRlcm8uZGlzY292ZXJ5LnNlcnZlci5MaXN0UmVxdWVzdBolLnNpZGVyby5kaXNjb3Zlcnkuc2VydmVyLkxpc3RSZXNwb25zZRJYCgVXYXRjaBIlLnNpZGVyby5kaXNjb3Zlcnkuc2VydmVyLldhdGNoUmVxdWVzdBomLnNpZGVyby5kaXNjb3Zlcnkuc2VydmVyLldhdGNoUmVzcG9uc2UwAWIGcHJvdG8z", [file_google_protobuf_duration]);
+  fileDesc("Ch5kaXNjb3Zlcnkvc2VydmVyL2NsdXN0ZXIucHJvdG8SF3NpZGVyby5kaXNjb3Zlcnkuc2VydmVyIjgKCUFmZmlsaWF0ZRIKCgJpZBgBIAEoCRIMCgRkYXRhGAIgASgMEhEKCWVuZHBvaW50cxgDIAMoDCI6CgxIZWxsb1JlcXVlc3QSEgoKY2x1c3Rlcl9pZBgBIAEoCRIWCg5jbGllbnRfdmVyc2lvbhgCIAEoCSIjCg9SZWRpcmVjdE1lc3NhZ2USEAoIZW5kcG9pbnQYASABKAkicAoNSGVsbG9SZXNwb25zZRI/CghyZWRpcmVjdBgBIAEoCzIoLnNpZGVyby5kaXNjb3Zlcnkuc2VydmVyLlJlZGlyZWN0TWVzc2FnZUgAiAEBEhEKCWNsaWVudF9pcBgCIAEoDEILCglfcmVkaXJlY3QitwEKFkFmZmlsaWF0ZVVwZGF0ZVJlcXVlc3QSEgoKY2x1c3Rlcl9pZBgBIAEoCRIUCgxhZmZpbGlhdGVfaWQYAiABKAkSGwoOYWZmaWxpYXRlX2RhdGEYAyABKAxIAIgBARIbChNhZmZpbGlhdGVfZW5kcG9pbnRzGAQgAygMEiYKA3R0bBgFIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbkIRCg9fYWZmaWxpYXRlX2RhdGEiGQoXQWZmaWxpYXRlVXBkYXRlUmVzcG9uc2UiQgoWQWZmaWxpYXRlRGVsZXRlUmVxdWVzdBISCgpjbHVzdGVyX2lkGAEgASgJEhQKDGFmZmlsaWF0ZV9pZBgCIAEoCSIZChdBZmZpbGlhdGVEZWxldGVSZXNwb25zZSIhCgtMaXN0UmVxdWVzdBISCgpjbHVzdGVyX2lkGAEgASgJIkYKDExpc3RSZXNwb25zZRI2CgphZmZpbGlhdGVzGAEgAygLMiIuc2lkZXJvLmRpc2NvdmVyeS5zZXJ2ZXIuQWZmaWxpYXRlIlMKDFdhdGNoUmVxdWVzdBISCgpjbHVzdGVyX2lkGAEgASgJEhUKDHJlc3VtZV9lcG9jaBjpByABKAkSGAoPcmVzdW1lX3JldmlzaW9uGOoHIAEoBCKgAQoNV2F0Y2hSZXNwb25zZRI2CgphZmZpbGlhdGVzGAEgAygLMiIuc2lkZXJvLmRpc2NvdmVyeS5zZXJ2ZXIuQWZmaWxpYXRlEg8KB2RlbGV0ZWQYAiABKAgSDgoFZXBvY2gY6QcgASgJEhEKCHJldmlzaW9uGOoHIAEoBBIRCghzbmFwc2hvdBjrByABKAgSEAoHcmVzdW1lZBjsByABKAgy/AMKB0NsdXN0ZXISVgoFSGVsbG8SJS5zaWRlcm8uZGlzY292ZXJ5LnNlcnZlci5IZWxsb1JlcXVlc3QaJi5zaWRlcm8uZGlzY292ZXJ5LnNlcnZlci5IZWxsb1Jlc3BvbnNlEnQKD0FmZmlsaWF0ZVVwZGF0ZRIvLnNpZGVyby5kaXNjb3Zlcnkuc2VydmVyLkFmZmlsaWF0ZVVwZGF0ZVJlcXVlc3QaMC5zaWRlcm8uZGlzY292ZXJ5LnNlcnZlci5BZmZpbGlhdGVVcGRhdGVSZXNwb25zZRJ0Cg9BZmZpbGlhdGVEZWxldGUSLy5zaWRlcm8uZGlzY292ZXJ5LnNlcnZlci5BZmZpbGlhdGVEZWxldGVSZXF1ZXN0GjAuc2lkZXJvLmRpc2NvdmVyeS5zZXJ2ZXIuQWZmaWxpYXRlRGVsZXRlUmVzcG9uc2USUwoETGlzdBIkLnNpZGVyby5kaXNjb3Zlcnkuc2VydmVyLkxpc3RSZXF1ZXN0GiUuc2lkZXJvLmRpc2NvdmVyeS5zZXJ2ZXIuTGlzdFJlc3BvbnNlElgKBVdhdGNoEiUuc2lkZXJvLmRpc2NvdmVyeS5zZXJ2ZXIuV2F0Y2hSZXF1ZXN0GiYuc2lkZXJvLmRpc2NvdmVyeS5zZXJ2ZXIuV2F0Y2hSZXNwb25zZTABYgZwcm90bzM", [file_google_protobuf_duration]);
 
 /**
  * Affiliate is one member of a cluster as the server stores it: opaque blobs.
@@ -227,6 +227,10 @@ export const ListResponseSchema: GenMessage<ListResponse> = /*@__PURE__*/
   messageDesc(file_discovery_server_cluster, 9);
 
 /**
+ * Fields 1001 and up are this service's resumable watches (README, "Resumable
+ * watches"); the original never uses them, and its client and server ignore
+ * them as unknown fields.
+ *
  * @generated from message sidero.discovery.server.WatchRequest
  */
 export type WatchRequest = Message<"sidero.discovery.server.WatchRequest"> & {
@@ -234,6 +238,20 @@ export type WatchRequest = Message<"sidero.discovery.server.WatchRequest"> & {
    * @generated from field: string cluster_id = 1;
    */
   clusterId: string;
+
+  /**
+   * The epoch of the last revision the client applied; empty for a fresh watch.
+   *
+   * @generated from field: string resume_epoch = 1001;
+   */
+  resumeEpoch: string;
+
+  /**
+   * The last revision the client applied (a snapshot's, or a change's).
+   *
+   * @generated from field: uint64 resume_revision = 1002;
+   */
+  resumeRevision: bigint;
 };
 
 /**
@@ -256,6 +274,36 @@ export type WatchResponse = Message<"sidero.discovery.server.WatchResponse"> & {
    * @generated from field: bool deleted = 2;
    */
   deleted: boolean;
+
+  /**
+   * The sequence of revisions this message belongs to.
+   *
+   * @generated from field: string epoch = 1001;
+   */
+  epoch: string;
+
+  /**
+   * A snapshot's revision (the last change it includes), a change's own, or
+   * for a resumed watch the revision it resumes after.
+   *
+   * @generated from field: uint64 revision = 1002;
+   */
+  revision: bigint;
+
+  /**
+   * This message is (a part of) a snapshot: it replaces what the client had.
+   *
+   * @generated from field: bool snapshot = 1003;
+   */
+  snapshot: boolean;
+
+  /**
+   * The watch resumed after `revision`: the changes since follow, and nothing
+   * the client had is replaced.
+   *
+   * @generated from field: bool resumed = 1004;
+   */
+  resumed: boolean;
 };
 
 /**
