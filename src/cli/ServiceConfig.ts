@@ -24,6 +24,8 @@ export interface ServiceConfig {
   readonly disableClientIpReporting: boolean
   readonly maxClusters: number
   readonly maxWatches: number
+  /** Changes kept per watched cluster for resuming watches; undefined takes the backend's default. */
+  readonly watchLogLength: number | undefined
   readonly debug: boolean
   /** Landing page, /inspect, /stats listener; empty disables it. */
   readonly landingAddr: string

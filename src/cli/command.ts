@@ -11,7 +11,7 @@ import { defaultConnectionLimits } from "../adapters/grpc/http2/ConnectionGuard.
 import { defaultMaxConcurrentStreams, defaultMaxSessionMemoryMiB } from "../adapters/grpc/http2/Http2Server.ts"
 import { defaultRequestBudgetBytes } from "../adapters/grpc/http2/RequestBudget.ts"
 import { FileSnapshotStore } from "../adapters/storage/index.ts"
-import { defaultCaps } from "../core/server/ClusterStore.ts"
+import { defaultCaps, defaultWatchLogLength } from "../core/server/ClusterStore.ts"
 import { formatByteSize, parseByteSize } from "./byteSize.ts"
 import { parseGoDuration } from "./goDuration.ts"
 import type { ServiceConfig } from "./ServiceConfig.ts"
@@ -134,6 +134,16 @@ export const flags = {
     Flag.withDescription(
       `most Watch streams open at once; beyond it new watches get RESOURCE_EXHAUSTED (default ${defaultCaps.maxWatches})`
     )
+  ),
+  watchLogLength: Flag.Int("watch-log-length").pipe(
+    Flag.withDescription(
+      `changes kept per watched cluster, so that a watcher that reconnects is sent only what it missed rather than the whole cluster; 0 keeps none (every reconnect gets a snapshot). In memory (default ${defaultWatchLogLength}) each kept change costs the changed affiliate's data and endpoints plus about 150 bytes, about 30 KB per cluster once ${defaultWatchLogLength} changes of typical Talos affiliates are held; on Redis (default 1000, at least 100) the log is a stream trimmed approximately, which also feeds the instances' watchers`
+    ),
+    Flag.filter(
+      (n) => n >= 0,
+      (n) => `--watch-log-length must not be negative, got ${n}`
+    ),
+    Flag.optional
   ),
   landingAddr: Flag.String("landing-addr").pipe(
     Flag.withDescription("listen address of the landing page, /inspect and /stats; empty disables it (default :3001)"),
@@ -324,6 +334,7 @@ export const make = <E, R>(serve: (config: ServiceConfig) => Effect.Effect<void,
       disableClientIpReporting: parsed.disableClientIpReporting,
       maxClusters: parsed.maxClusters,
       maxWatches: parsed.maxWatches,
+      watchLogLength: Option.getOrUndefined(parsed.watchLogLength),
       debug: parsed.debug,
       landingAddr: parsed.landingAddr,
       metricsAddr: parsed.metricsAddr,

@@ -128,6 +128,8 @@ const stateLayer = (config: ServiceConfig): Layer.Layer<ClusterState> | undefine
               cluster: state.cluster,
               password: state.password,
               keyPrefix: state.keyPrefix,
+              // the instances' watchers are fed from the same log: it never goes below what they need
+              logLength: config.watchLogLength === undefined ? undefined : Math.max(config.watchLogLength, 100),
               caps: { maxClusters: config.maxClusters, maxWatches: config.maxWatches }
             })
         )
@@ -213,7 +215,11 @@ const serveWith = (config: ServiceConfig, http: typeof HttpListeners | undefined
               reportClientIp: !config.disableClientIpReporting,
               gcInterval: config.gcInterval,
               redirectEndpoint: config.redirectEndpoint,
-              caps: { maxClusters: config.maxClusters, maxWatches: config.maxWatches },
+              caps: {
+                maxClusters: config.maxClusters,
+                maxWatches: config.maxWatches,
+                watchLogLength: config.watchLogLength
+              },
               state: stateLayer(config)
             })
           )

@@ -1,10 +1,11 @@
 import { createCipheriv } from "node:crypto"
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, Duration, Effect, Fiber, Layer, Stream } from "effect"
+import { Clock, Duration, Effect, Fiber, Layer, Metric, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import { ClusterConnector } from "../../src/core/client/ClusterConnector.ts"
 import * as DiscoveryClient from "../../src/core/client/DiscoveryClient.ts"
 import type { AffiliateInfoInit } from "../../src/core/client/payload.ts"
+import { watchesStartedTotal } from "../../src/core/server/ClusterState.ts"
 import type { Api, Client } from "./fixtures.ts"
 import {
   byName,
@@ -34,6 +35,13 @@ const node = (name: string): AffiliateInfoInit => ({
 const ids = (list: ReadonlyArray<{ readonly id: string }>) => list.map((a) => a.id).sort()
 
 const listed = (api: Api) => Effect.map(Effect.orDie(api.list({ clusterId: "c1" })), ids)
+
+/** How many watches the service started resumed, and from a snapshot. */
+const watchStarts = Effect.gen(function* () {
+  const count = (start: string) =>
+    Effect.map(Metric.value(Metric.withAttributes(watchesStartedTotal, { start })), (state) => state.count)
+  return { resumed: yield* count("resumed"), snapshot: yield* count("snapshot") }
+})
 
 const hostnameSeen = (client: Client, id: string) =>
   Effect.map(client.affiliates, (list) => list.find((a) => a.id === id)?.affiliate.hostname)
@@ -127,6 +135,55 @@ describe("DiscoveryClient", () => {
         assert.deepStrictEqual(yield* listed(api), ["af2"])
       })
     )
+
+    for (const logLength of [64, 0]) {
+      it.effect(
+        `after a reconnect it resumes its watch and ends up as a fresh client does (log of ${logLength} changes)`,
+        () =>
+          Effect.gen(function* () {
+            const { api } = yield* server({ caps: { watchLogLength: logLength } })
+            const front = yield* instrument(api)
+            const one = yield* startClient(clientOptions("af1"), only(front.api))
+            const two = yield* startClient(clientOptions("af2"), only(api))
+            const three = yield* startClient(clientOptions("af3"), only(api))
+            yield* one.client.setLocalData({ affiliate: node("one") })
+            yield* two.client.setLocalData({ affiliate: node("two") })
+            yield* three.client.setLocalData({ affiliate: node("three") })
+            yield* eventually(seenIds(one.client), (seen) => seen.join() === "af2,af3")
+            const startedBefore = yield* watchStarts
+
+            // its watch ends; while it waits to reconnect, a peer changes and another leaves
+            yield* front.killWatches
+            yield* settle
+            yield* two.client.setLocalData({ affiliate: node("two-b") })
+            yield* three.client.deleteLocalAffiliate
+            yield* eventually(listed(api), (seen) => seen.join() === "af1,af2")
+            yield* eventually(hostnameSeen(one.client, "af2"), (hostname) => hostname === "two-b", {
+              within: "10 seconds"
+            })
+            assert.deepStrictEqual(yield* seenIds(one.client), ["af2"])
+
+            const watches = (yield* front.calls).filter((call) => call.method === "watch")
+            assert.strictEqual(watches.length, 2)
+            assert.isUndefined(watches[0]!.resume)
+            assert.isString(watches[1]!.resume?.epoch)
+            const startedAfter = yield* watchStarts
+            assert.deepStrictEqual(
+              {
+                resumed: startedAfter.resumed - startedBefore.resumed,
+                snapshot: startedAfter.snapshot - startedBefore.snapshot
+              },
+              logLength > 0 ? { resumed: 1, snapshot: 0 } : { resumed: 0, snapshot: 1 }
+            )
+
+            // what it rebuilt is what a client that starts now sees
+            const four = yield* startClient(clientOptions("af4"), only(api))
+            yield* eventually(seenIds(four.client), (seen) => seen.join() === "af1,af2")
+            const fresh = (yield* four.client.affiliates).filter((a) => a.id !== "af1")
+            assert.deepStrictEqual(yield* one.client.affiliates, fresh)
+          })
+      )
+    }
 
     it.effect("follows a redirect from a restarted server to another one (T61)", () =>
       Effect.gen(function* () {

@@ -13,7 +13,7 @@ import * as DiscoveryClient from "../../src/core/client/DiscoveryClient.ts"
 import type { DiscoveredAffiliate } from "../../src/core/client/reconcile.ts"
 import { ClusterState } from "../../src/core/server/ClusterState.ts"
 import type { ServerOptions } from "../../src/core/server/DiscoveryServer.ts"
-import type { HelloRequest, HelloResponse } from "../../src/ports/ClusterApi.ts"
+import type { HelloRequest, HelloResponse, ResumePoint } from "../../src/ports/ClusterApi.ts"
 import { ClusterApi } from "../../src/ports/ClusterApi.ts"
 import type { DiscoveryError } from "../../src/ports/DiscoveryError.ts"
 import { Unavailable } from "../../src/ports/DiscoveryError.ts"
@@ -124,6 +124,8 @@ export interface Call {
   readonly method: "hello" | "affiliateUpdate" | "affiliateDelete" | "watch"
   readonly at: number
   readonly affiliateId?: string | undefined
+  /** Where a watch asked to resume. */
+  readonly resume?: ResumePoint | undefined
   readonly failed: boolean
 }
 
@@ -159,14 +161,15 @@ export const instrument = (
     const record = <A, E>(
       method: Call["method"],
       affiliateId: string | undefined,
-      run: Effect.Effect<A, E>
+      run: Effect.Effect<A, E>,
+      resume?: ResumePoint
     ): Effect.Effect<A, E | Unavailable> =>
       Effect.gen(function* () {
         const n = (counts.get(method) ?? 0) + 1
         counts.set(method, n)
         const failed = options.failures?.(method, n) ?? false
         const at = yield* Clock.currentTimeMillis
-        yield* Ref.update(calls, (list) => [...list, { method, at, affiliateId, failed }])
+        yield* Ref.update(calls, (list) => [...list, { method, at, affiliateId, resume, failed }])
         if (failed) return yield* new Unavailable({ message: `injected failure of ${method} #${n}` })
         return yield* run
       })
@@ -193,7 +196,8 @@ export const instrument = (
                 Effect.andThen(Effect.fail(new Unavailable({ message: "restarting" })))
               )
               return api.watch(request).pipe(Stream.interruptWhen(killed))
-            })
+            }),
+            request.resume
           )
         )
     }

@@ -6,10 +6,13 @@
  */
 import { randomBytes } from "node:crypto"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { Duration, Effect, Option, Stream } from "effect"
+import * as GrpcClient from "../../src/adapters/grpc/GrpcClient.ts"
+import type { ResumePoint } from "../../src/ports/ClusterApi.ts"
 import { createDiscoveryClient, type PromiseClient } from "../../src/client/index.ts"
 import { buildGoBinaries, type GoBinaries } from "./support/goBuild.ts"
 import { GoNodes } from "./support/goNodes.ts"
-import { type ServerOptions, type ServerProcess, startGoServer, startOurServer } from "./support/processes.ts"
+import { freePort, type ServerOptions, type ServerProcess, startGoServer, startOurServer } from "./support/processes.ts"
 
 let binaries: GoBinaries
 beforeAll(() => {
@@ -146,6 +149,79 @@ for (const server of servers) {
         "one blob for the endpoint both sides reported"
       )
       await go.stop("go-1")
+    })
+
+    it("a watch that asks to resume: ours resumes, the original answers with the snapshot it always sends", {
+      timeout: 60_000
+    }, async () => {
+      const srv = await start()
+      const c = cluster()
+      const [firstEvent, resumedEvent] = await Effect.runPromise(
+        Effect.scoped(
+          Effect.gen(function* () {
+            const api = yield* GrpcClient.make({ endpoint: srv.address, tls: false })
+            yield* api.affiliateUpdate({
+              clusterId: c,
+              affiliateId: "af1",
+              data: Uint8Array.of(1),
+              endpoints: [],
+              ttl: Duration.minutes(1)
+            })
+            const take = (resume?: ResumePoint) =>
+              Stream.runHead(api.watch({ clusterId: c, resume })).pipe(
+                Effect.map((head) => head.pipe(Option.getOrThrow))
+              )
+            const first = yield* take()
+            const epoch = first._tag === "Snapshot" ? first.epoch : undefined
+            // the original names no epoch: a client that never got one still asks, with a stale point
+            const second = yield* take({ epoch: epoch ?? "from-elsewhere", revision: first.revision })
+            return [first, second] as const
+          })
+        )
+      )
+      if (server.name === "our server") {
+        assert.isString(firstEvent._tag === "Snapshot" ? firstEvent.epoch : undefined)
+        assert.strictEqual(resumedEvent._tag, "Resumed")
+      } else {
+        assert.deepStrictEqual(firstEvent, {
+          _tag: "Snapshot",
+          revision: 0,
+          affiliates: [{ id: "af1", data: Uint8Array.of(1), endpoints: [] }]
+        })
+        assert.deepStrictEqual(resumedEvent, firstEvent)
+      }
+    })
+
+    it("our client comes back after its server restarts and sees the cluster again", { timeout: 60_000 }, async () => {
+      const port = await freePort()
+      const srv = await start({ port })
+      const key = randomBytes(32)
+      const c = cluster()
+      const one = await client(srv.address, c, "ts-1", key)
+      const two = await client(srv.address, c, "ts-2", key)
+      await one.setLocalData({ affiliate: { nodeId: "ts-1", hostname: "one" } })
+      await two.setLocalData({ affiliate: { nodeId: "ts-2", hostname: "two" } })
+      await until(
+        () => one.affiliates(),
+        (a) => a[0]?.affiliate.hostname === "two",
+        "one sees two"
+      )
+      await srv.stop()
+      await start({ port })
+      // the state is gone with the process: the clients republish, watch again from a snapshot, and meet again
+      await two.setLocalData({ affiliate: { nodeId: "ts-2", hostname: "two-again" } })
+      await until(
+        () => one.affiliates(),
+        (a) => a[0]?.affiliate.hostname === "two-again",
+        "one sees two again",
+        30_000
+      )
+      await until(
+        () => two.affiliates(),
+        (a) => a[0]?.affiliate.hostname === "one",
+        "two sees one again",
+        30_000
+      )
     })
 
     it("our client follows a redirect to another server", { timeout: 60_000 }, async () => {

@@ -13,7 +13,7 @@
  *
  * @since 0.1.0
  */
-import { randomUUID } from "node:crypto"
+import { randomBytes } from "node:crypto"
 import type { Scope } from "effect"
 import { Effect, Layer } from "effect"
 import { LimitMessages, Limits } from "../../core/server/limits.ts"
@@ -136,7 +136,7 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
     const keys = keyspace(options.keyPrefix ?? "discovery:")
     const logLength = String(options.logLength ?? 1000)
     const retention = String(options.emptyRetentionMillis ?? 3_600_000)
-    const epoch = randomUUID()
+    const epoch = randomBytes(12).toString("base64url")
     const redis = new RedisConnection(options, "discovery")
     const keysOf = (clusterId: string) => scriptKeys(redis, keys, clusterId)
     /** The clusters counted when last asked (the cap's measure under Redis Cluster). */

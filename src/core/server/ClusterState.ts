@@ -133,12 +133,20 @@ export class ClusterState extends Context.Service<
 
 const shuttingDown = new Unavailable({ message: shuttingDownMessage })
 
-const watchesStarted = Metric.counter("discovery_watches_started_total", {
+/**
+ * `discovery_watches_started_total{start}`: watches started with a snapshot
+ * (`start="snapshot"`) or resumed with only the changes the watcher missed
+ * (`start="resumed"`).
+ *
+ * @category metrics
+ * @since 0.1.0
+ */
+export const watchesStartedTotal = Metric.counter("discovery_watches_started_total", {
   description: "Watches started, by how: with a snapshot, or resumed with only the changes the watcher missed",
   incremental: true
 })
-const watchesResumed = Metric.withAttributes(watchesStarted, { start: "resumed" })
-const watchesFromSnapshot = Metric.withAttributes(watchesStarted, { start: "snapshot" })
+const watchesResumed = Metric.withAttributes(watchesStartedTotal, { start: "resumed" })
+const watchesFromSnapshot = Metric.withAttributes(watchesStartedTotal, { start: "snapshot" })
 
 const alwaysAvailable = () => true
 

@@ -47,7 +47,7 @@ export const defaultCaps: StoreCaps = { maxClusters: 1_000_000, maxWatches: 100_
  * @category models
  * @since 0.1.0
  */
-export const defaultWatchLogLength = 100
+export const defaultWatchLogLength = 64
 
 /** A name for this store's sequences of revisions that no other process will pick. */
 const newEpochBase = (): string => {

@@ -1,0 +1,164 @@
+/**
+ * Resumable watches over real gRPC on loopback, for both transports: a
+ * watcher that reconnects with its epoch and revision after missing updates,
+ * a delete and an expiry is sent exactly those changes (no snapshot), and
+ * every doubtful resume point gets a fresh snapshot.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Duration, Effect, Metric, Scope } from "effect"
+import * as TestDiscovery from "../../../src/adapters/testing/TestDiscovery.ts"
+import { watchesStartedTotal } from "../../../src/core/server/ClusterState.ts"
+import type { ResumePoint, WatchEvent } from "../../../src/ports/ClusterApi.ts"
+import { blob, connect, serverLayer as baseServerLayer, transports, watcher } from "./fixtures.ts"
+
+const utf8 = (text: string) => new TextEncoder().encode(text)
+const minute = Duration.minutes(1)
+
+const started = (start: "resumed" | "snapshot") =>
+  Effect.map(Metric.value(Metric.withAttributes(watchesStartedTotal, { start })), (state) => state.count)
+
+/** The first `n` events of a watch opened with `resume`, the watch closed after. */
+const firstEvents = (resume: ResumePoint | undefined, n: number) =>
+  Effect.gen(function* () {
+    const api = yield* connect()
+    const scope = yield* Scope.make()
+    const watch = yield* watcher(api.watch({ clusterId: "c", resume })).pipe(Scope.provide(scope))
+    const events = yield* watch.take(n)
+    yield* Scope.close(scope, Effect.void as never)
+    return events
+  })
+
+const positionOf = (events: ReadonlyArray<WatchEvent>): ResumePoint => {
+  const first = events[0]!
+  assert.strictEqual(first._tag, "Snapshot")
+  const epoch = first._tag === "Snapshot" ? first.epoch : undefined
+  assert.isString(epoch)
+  const last = events[events.length - 1]!
+  return { epoch: epoch!, revision: last.revision }
+}
+
+for (const transport of transports) {
+  describe(`resumable watches over ${transport}`, () => {
+    const serverLayer = (...[core, server]: Parameters<typeof baseServerLayer>) =>
+      baseServerLayer(core, { transport, ...server })
+
+    it.effect("a watcher that comes back gets the updates, the delete and the expiry it missed, and no snapshot", () =>
+      Effect.gen(function* () {
+        const api = yield* connect()
+        yield* api.affiliateUpdate({
+          clusterId: "c",
+          affiliateId: "af1",
+          data: utf8("one"),
+          endpoints: [],
+          ttl: minute
+        })
+        yield* api.affiliateUpdate({
+          clusterId: "c",
+          affiliateId: "af3",
+          data: utf8("three"),
+          endpoints: [],
+          ttl: minute
+        })
+        yield* api.affiliateUpdate({
+          clusterId: "c",
+          affiliateId: "af4",
+          data: utf8("four"),
+          endpoints: [],
+          ttl: Duration.seconds(5)
+        })
+        const position = positionOf(yield* firstEvents(undefined, 1))
+        assert.strictEqual(position.revision, 3)
+
+        // while the watcher is away
+        yield* api.affiliateUpdate({
+          clusterId: "c",
+          affiliateId: "af2",
+          data: utf8("two"),
+          endpoints: [blob(16, 2)],
+          ttl: minute
+        })
+        yield* api.affiliateUpdate({
+          clusterId: "c",
+          affiliateId: "af1",
+          data: utf8("uno"),
+          endpoints: [],
+          ttl: minute
+        })
+        yield* api.affiliateDelete({ clusterId: "c", affiliateId: "af3" })
+        yield* TestDiscovery.advance(Duration.seconds(6))
+        yield* TestDiscovery.runGc
+
+        const resumedBefore = yield* started("resumed")
+        const events = yield* firstEvents(position, 5)
+        assert.deepStrictEqual(events, [
+          { _tag: "Resumed", revision: 3, epoch: position.epoch },
+          { _tag: "Updated", revision: 4, affiliate: { id: "af2", data: utf8("two"), endpoints: [blob(16, 2)] } },
+          { _tag: "Updated", revision: 5, affiliate: { id: "af1", data: utf8("uno"), endpoints: [] } },
+          { _tag: "Deleted", revision: 6, affiliateId: "af3" },
+          { _tag: "Deleted", revision: 7, affiliateId: "af4" }
+        ])
+        assert.strictEqual((yield* started("resumed")) - resumedBefore, 1)
+
+        // what it rebuilt is what List says
+        const view = new Map<string, Uint8Array>([
+          ["af1", utf8("one")],
+          ["af3", utf8("three")],
+          ["af4", utf8("four")]
+        ])
+        for (const event of events) {
+          if (event._tag === "Updated") view.set(event.affiliate.id, event.affiliate.data)
+          else if (event._tag === "Deleted") view.delete(event.affiliateId)
+        }
+        const listed = yield* api.list({ clusterId: "c" })
+        assert.deepStrictEqual([...view].sort(), listed.map((a) => [a.id, a.data] as const).sort())
+
+        // nothing missed: only the resumed start, then live changes
+        const caughtUp = { epoch: position.epoch, revision: 7 }
+        const api2 = yield* connect()
+        const live = yield* watcher(api2.watch({ clusterId: "c", resume: caughtUp }))
+        assert.deepStrictEqual(yield* live.next, { _tag: "Resumed", revision: 7, epoch: position.epoch })
+        yield* api.affiliateDelete({ clusterId: "c", affiliateId: "af2" })
+        assert.deepStrictEqual(yield* live.next, { _tag: "Deleted", revision: 8, affiliateId: "af2" })
+      }).pipe(Effect.provide(serverLayer()))
+    )
+
+    it.effect("an unknown epoch, a revision in the future or one trimmed from the log gets a fresh snapshot", () =>
+      Effect.gen(function* () {
+        const api = yield* connect()
+        for (let i = 0; i < 3; i++) {
+          yield* api.affiliateUpdate({
+            clusterId: "c",
+            affiliateId: `af${i}`,
+            data: utf8("x"),
+            endpoints: [],
+            ttl: minute
+          })
+        }
+        const position = positionOf(yield* firstEvents(undefined, 1))
+        const snapshotsBefore = yield* started("snapshot")
+        for (const resume of [
+          { epoch: "not-an-epoch", revision: position.revision },
+          { epoch: position.epoch, revision: position.revision + 1 }
+        ]) {
+          const [first] = yield* firstEvents(resume, 1)
+          assert.deepInclude(first, { _tag: "Snapshot", revision: 3, epoch: position.epoch })
+        }
+        // the log holds 2 changes: 3 missed ones are too many
+        for (let i = 0; i < 3; i++) {
+          yield* api.affiliateUpdate({
+            clusterId: "c",
+            affiliateId: `af${i}`,
+            data: utf8("y"),
+            endpoints: [],
+            ttl: minute
+          })
+        }
+        const [trimmed] = yield* firstEvents(position, 1)
+        assert.deepInclude(trimmed, { _tag: "Snapshot", revision: 6 })
+        const [held] = yield* firstEvents({ epoch: position.epoch, revision: 4 }, 1)
+        assert.deepStrictEqual(held, { _tag: "Resumed", revision: 4, epoch: position.epoch })
+        assert.strictEqual((yield* started("snapshot")) - snapshotsBefore, 3)
+      }).pipe(Effect.provide(serverLayer({ caps: { watchLogLength: 2 } })))
+    )
+  })
+}
