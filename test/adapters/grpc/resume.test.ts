@@ -125,15 +125,15 @@ for (const transport of transports) {
     it.effect("an unknown epoch, a revision in the future or one trimmed from the log gets a fresh snapshot", () =>
       Effect.gen(function* () {
         const api = yield* connect()
-        for (let i = 0; i < 3; i++) {
-          yield* api.affiliateUpdate({
-            clusterId: "c",
-            affiliateId: `af${i}`,
-            data: utf8("x"),
-            endpoints: [],
-            ttl: minute
-          })
-        }
+        /** Sets the data of af0, af1 and af2: three changes. */
+        const setAll = (data: string) =>
+          Effect.forEach(
+            ["af0", "af1", "af2"],
+            (affiliateId) =>
+              api.affiliateUpdate({ clusterId: "c", affiliateId, data: utf8(data), endpoints: [], ttl: minute }),
+            { discard: true }
+          )
+        yield* setAll("x")
         const position = positionOf(yield* firstEvents(undefined, 1))
         const snapshotsBefore = yield* started("snapshot")
         for (const resume of [
@@ -144,15 +144,7 @@ for (const transport of transports) {
           assert.deepInclude(first, { _tag: "Snapshot", revision: 3, epoch: position.epoch })
         }
         // the log holds 2 changes: 3 missed ones are too many
-        for (let i = 0; i < 3; i++) {
-          yield* api.affiliateUpdate({
-            clusterId: "c",
-            affiliateId: `af${i}`,
-            data: utf8("y"),
-            endpoints: [],
-            ttl: minute
-          })
-        }
+        yield* setAll("y")
         const [trimmed] = yield* firstEvents(position, 1)
         assert.deepInclude(trimmed, { _tag: "Snapshot", revision: 6 })
         const [held] = yield* firstEvents({ epoch: position.epoch, revision: 4 }, 1)
