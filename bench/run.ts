@@ -16,7 +16,7 @@
  *   --gc-interval S      GC period in the scale row (default 3)
  *   --restarts N         restarts from the snapshot in the scale row; load, start → ready and memory are their medians (default 3)
  *   --load-timeout S     most seconds the scale load may take per server (default 300)
- *   --only a,b           rows to run, of update,hello,watch,echo,core,handler,scale,redis,failover (default all)
+ *   --only a,b           rows to run, of update,hello,watch,echo,core,handler,scale,redis,failover,reconnect (default all)
  *   --redis-affiliates N affiliates loaded for the Redis memory row (default 100000)
  *   --failover-nodes N   Go nodes in the failover row (default 20)
  *   --out FILE           where to write the JSON (default bench/results/<timestamp>.json)
@@ -54,6 +54,7 @@ import {
   table,
   track
 } from "./support.ts"
+import { affiliateWriter, watcherGroup } from "./reconnect.ts"
 import { startTcpBalancer } from "./tcpBalancer.ts"
 
 // ---------------------------------------------------------------- options
@@ -67,7 +68,18 @@ const numberOption = (name: string, fallback: number): number => {
   return n
 }
 
-const allRows = ["update", "hello", "watch", "echo", "core", "handler", "scale", "redis", "failover"] as const
+const allRows = [
+  "update",
+  "hello",
+  "watch",
+  "echo",
+  "core",
+  "handler",
+  "scale",
+  "redis",
+  "failover",
+  "reconnect"
+] as const
 type RowGroup = (typeof allRows)[number]
 const only = option("only")?.split(",") ?? [...allRows]
 const oursArgs = argv.filter((a) => a.startsWith("--ours-arg=")).map((a) => a.slice("--ours-arg=".length))
@@ -95,6 +107,13 @@ const options = {
   watchWindow: 16,
   redisAffiliates: Math.round(numberOption("redis-affiliates", 100_000)),
   failoverNodes: Math.round(numberOption("failover-nodes", 20)),
+  stormWatchers: 1000,
+  stormNodes: 50,
+  stormMissed: [1, 4],
+  stormRepeats: 3,
+  /** Sealed data and endpoints about the size Talos nodes send. */
+  stormDataBytes: 300,
+  stormEndpointBytes: 32,
   only
 }
 const keepLogs = argv.includes("--keep-logs")
@@ -875,6 +894,134 @@ const failoverRow = async () => {
   }
 }
 
+// ---------------------------------------------------------------- reconnect storm
+
+interface StormResult {
+  readonly bytes: number
+  readonly millis: number
+  readonly resumed: number
+}
+
+let storms = 0
+
+/** Runs a storm `options.stormRepeats` times: the median bytes and time, the fewest resumed. */
+const stormRuns = async (once: () => Promise<StormResult>): Promise<StormResult & { runs: Array<StormResult> }> => {
+  const runs: Array<StormResult> = []
+  for (let i = 0; i < options.stormRepeats; i++) runs.push(await once())
+  return {
+    bytes: medianOf(runs.map((r) => r.bytes)),
+    millis: medianOf(runs.map((r) => r.millis)),
+    resumed: Math.min(...runs.map((r) => r.resumed)),
+    runs
+  }
+}
+
+/**
+ * One reconnect storm: the watchers become current on `first`, lose their
+ * connections (`lose`: drop them, or kill their instance), `missed` changes
+ * are written through `writeTo`, and they come back on `second`, resuming or
+ * not. Measured: bytes their new connections read and the time until every
+ * watcher is current.
+ */
+const storm = async (
+  first: string,
+  second: string,
+  writeTo: string,
+  missed: number,
+  resume: boolean,
+  lose?: () => Promise<void>
+): Promise<StormResult> => {
+  const cluster = `storm-${runId}-${storms++}`
+  const setup = affiliateWriter(first)
+  const endpoint = () => randomBytes(options.stormEndpointBytes)
+  for (let i = 0; i < options.stormNodes; i++) {
+    await setup.update(cluster, `node-${i}`, randomBytes(options.stormDataBytes), [endpoint(), endpoint()])
+  }
+  setup.close()
+  const group = watcherGroup(cluster, options.stormWatchers, 100)
+  group.connect(first, false)
+  await group.current(undefined, 60_000)
+  const revision = group.watchers[0]!.position?.revision
+  group.drop()
+  await lose?.()
+  const writer = affiliateWriter(writeTo)
+  for (let i = 0; i < missed; i++) await writer.update(cluster, `node-${i}`, randomBytes(options.stormDataBytes), [])
+  writer.close()
+  const started = performance.now()
+  group.connect(second, resume)
+  await group.current(revision === undefined ? undefined : revision + missed, 60_000)
+  const result = {
+    millis: performance.now() - started,
+    bytes: group.bytesRead(),
+    resumed: group.watchers.filter((w) => w.start === "resumed").length
+  }
+  group.drop()
+  return result
+}
+
+const reconnectRows = async () => {
+  const group = `Reconnect storm: ${options.stormWatchers} watchers of a ${options.stormNodes}-node cluster come back`
+  const report = (name: string, impl: Impl, result: StormResult) => {
+    put(row(group, `${name}: bytes sent`, "KiB", "lower"), impl, result.bytes / 1024)
+    put(row(group, `${name}: until all current`, "ms", "lower"), impl, result.millis)
+    if (impl === "ours") put(row(group, `${name}: watches resumed`, "watches", "higher"), impl, result.resumed)
+  }
+  const results: Record<string, StormResult & { runs: Array<StormResult> }> = {}
+  for (const impl of impls) {
+    const { server } = await startServer(impl, `storm-${impl}`)
+    try {
+      for (const missed of options.stormMissed) {
+        for (const resume of impl === "ours" ? [false, true] : [false]) {
+          log(`reconnect: ${impl} in memory, ${missed} missed, ${resume ? "resuming" : "from snapshots"}`)
+          const name = `in memory (server stays up), ${missed} missed, ${resume ? "resumed" : "snapshot"}`
+          const result = await stormRuns(() => storm(server.address, server.address, server.address, missed, resume))
+          results[`${impl} ${name}`] = result
+          report(name, impl, result)
+        }
+      }
+    } finally {
+      await stop(server.child, "SIGTERM", 10_000)
+    }
+  }
+  const redis = await startRedisServer()
+  const flags = [`--state=${redis.url}`, "--state-key-prefix=storm:"]
+  const { server: survivor } = await startServer("ours", "storm-survivor", { extraArgs: flags })
+  try {
+    for (const missed of options.stormMissed) {
+      for (const resume of [false, true]) {
+        log(`reconnect: ours on Redis, instance killed, ${missed} missed, ${resume ? "resuming" : "from snapshots"}`)
+        const name = `on Redis (their instance killed), ${missed} missed, ${resume ? "resumed" : "snapshot"}`
+        const result = await stormRuns(async () => {
+          const { server: victim } = await startServer("ours", `storm-victim-${storms}`, { extraArgs: flags })
+          const kill = async () => {
+            victim.child.kill("SIGKILL")
+            await exited(victim.child, 10_000)
+          }
+          return storm(victim.address, survivor.address, survivor.address, missed, resume, kill)
+        })
+        results[`ours ${name}`] = result
+        report(name, "ours", result)
+      }
+    }
+  } finally {
+    await stop(survivor.child, "SIGKILL", 5000)
+    await stop(redis.child, "SIGKILL", 5000)
+  }
+  raw.reconnect = results
+  for (const missed of options.stormMissed) {
+    for (const where of ["in memory (server stays up)", "on Redis (their instance killed)"]) {
+      const snapshot = results[`ours ${where}, ${missed} missed, snapshot`]
+      const resumed = results[`ours ${where}, ${missed} missed, resumed`]
+      if (snapshot === undefined || resumed === undefined) continue
+      put(
+        row(group, `${where}, ${missed} missed: bytes of snapshots ÷ bytes resumed`, "×", "higher"),
+        "ours",
+        snapshot.bytes / resumed.bytes
+      )
+    }
+  }
+}
+
 // ---------------------------------------------------------------- references
 
 interface CoreResult {
@@ -1165,6 +1312,7 @@ const main = async () => {
     if (enabled("scale")) for (const impl of impls) await scaleRow(impl)
     if (enabled("redis")) await redisRows()
     if (enabled("failover")) await failoverRow()
+    if (enabled("reconnect")) await reconnectRows()
   } finally {
     for (const impl of impls) if (servers[impl]) await stop(servers[impl].child, "SIGKILL", 5000)
   }

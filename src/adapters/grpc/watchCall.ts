@@ -19,6 +19,7 @@ import type { DiscoveryError, SubscriptionLost, Unavailable } from "../../ports/
 import type { DecodedRequest } from "./codec.ts"
 import { encodeDelta, encodeResumed, encodeSnapshot } from "./codec.ts"
 import type { Call } from "./interceptors.ts"
+import { SnapshotCache } from "./snapshotCache.ts"
 import type { GrpcStatus } from "./status.ts"
 import { fromCause } from "./status.ts"
 import type { WritableCall } from "./watchSink.ts"
@@ -87,6 +88,8 @@ export class WatchSender {
   private readonly countSent: (messages: number) => void
   private readonly fanOut = new FanOut()
   private readonly deltas = new WeakMap<WatchEvent, Uint8Array>()
+  /** Watchers that come back together get one encoding of their cluster's snapshot. */
+  private readonly snapshots = new SnapshotCache(16 * 1024 * 1024)
   private lastDelta: WatchDelta | undefined
   private lastBytes: Uint8Array = new Uint8Array(0)
 
@@ -119,26 +122,29 @@ export class WatchSender {
     let epoch: string | undefined
     return Stream.runForEach(api.watch(request), (event) => {
       if (event._tag === "Snapshot" || event._tag === "Resumed") epoch = event.epoch
-      return this.send(call, this.messagesOf(event, epoch))
+      return this.send(call, this.messagesOf(request.clusterId, event, epoch))
     })
   }
 
   /** The messages of a watch's start: the snapshot's, or the resumed start and the changes it missed. */
-  private startMessages(start: WatchStart): ReadonlyArray<Uint8Array> {
-    if (start._tag === "Snapshot") return this.messagesOf(start, start.epoch)
+  private startMessages(clusterId: string, start: WatchStart): ReadonlyArray<Uint8Array> {
+    if (start._tag === "Snapshot") return this.messagesOf(clusterId, start, start.epoch)
     const messages = [encodeResumed(start)]
     for (const delta of start.missed) messages.push(this.encodeDelta(delta, start.epoch))
     return messages
   }
 
-  private messagesOf(event: WatchEvent, epoch: string | undefined): ReadonlyArray<Uint8Array> {
+  private messagesOf(clusterId: string, event: WatchEvent, epoch: string | undefined): ReadonlyArray<Uint8Array> {
     switch (event._tag) {
-      case "Snapshot":
-        return encodeSnapshot(
-          event.affiliates,
-          this.snapshotBudget,
-          epoch === undefined ? undefined : { epoch, revision: event.revision }
-        )
+      case "Snapshot": {
+        const encode = () =>
+          encodeSnapshot(
+            event.affiliates,
+            this.snapshotBudget,
+            epoch === undefined ? undefined : { epoch, revision: event.revision }
+          )
+        return epoch === undefined ? encode() : this.snapshots.messages(clusterId, epoch, event.revision, encode)
+      }
       case "Resumed":
         return [encodeResumed(event)]
       default:
@@ -167,7 +173,7 @@ export class WatchSender {
         const sink = new CallSink(call, this.fanOut, this.encodeDelta, this.countSent, Limits.watchBuffer)
         return Effect.andThen(
           Effect.tap(subscribe(request, sink), (start) =>
-            Effect.sync(() => sink.start(this.startMessages(start), start.epoch))
+            Effect.sync(() => sink.start(this.startMessages(request.clusterId, start), start.epoch))
           ),
           Effect.callback<void, SubscriptionLost | Unavailable>((resume) => {
             sink.whenEnded((error) => resume(Effect.fail(error)))

@@ -59,6 +59,11 @@ class Mirror {
   readonly sinks = new Set<WatchSink>()
   /** Watchers on their way in (reading what they missed): the mirror stays while there are any. */
   joining = 0
+  /** Reads of the cluster's log under way for watchers that come back, by the revision they come back from. */
+  readonly reads = new Map<
+    number,
+    Promise<{ readonly missed: ReadonlyArray<WatchDelta>; readonly end: number } | undefined>
+  >()
   /** The changes applied since it was loaded (the last ones). */
   readonly log = new ChangeLog(mirrorLogLength)
   loaded = false
@@ -216,6 +221,27 @@ export class ChangeFeed {
     }
     const held = mirror.log.since(revision, mirror.revision)
     if (held !== undefined) return held
+    // watchers that come back together from one point share one read
+    let reading = mirror.reads.get(revision)
+    if (reading === undefined) {
+      const started = this.#readMissed(mirror, revision)
+      reading = started
+      mirror.reads.set(revision, started)
+      started.then(
+        () => mirror.reads.delete(revision),
+        () => mirror.reads.delete(revision)
+      )
+    }
+    const read = await reading
+    // the mirror may have moved on since the read ended: its log then holds the rest, or the read was the last word
+    return mirror.log.since(revision, mirror.revision) ?? (read?.end === mirror.revision ? read.missed : undefined)
+  }
+
+  /** Reads the changes after `revision` from the cluster's log in Redis, up to where the mirror is once it ends. */
+  async #readMissed(
+    mirror: Mirror,
+    revision: number
+  ): Promise<{ readonly missed: ReadonlyArray<WatchDelta>; readonly end: number } | undefined> {
     const missed: Array<WatchDelta> = []
     let after = revision
     for (let reads = 0; reads < resumeReads && after < mirror.revision; reads++) {
@@ -233,7 +259,10 @@ export class ChangeFeed {
       }
       if (after !== until) return undefined
     }
-    return after === mirror.revision ? missed : undefined
+    if (after !== mirror.revision) return undefined
+    // a new mirror's log starts empty: what was read serves the next watchers that come back from there
+    if (mirror.log.size === 0) for (const delta of missed) mirror.log.push(delta)
+    return { missed, end: after }
   }
 
   /** Ends a watch; the mirror goes with its last watcher. */

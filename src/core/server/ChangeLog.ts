@@ -23,6 +23,11 @@ export class ChangeLog {
     this.capacity = capacity
   }
 
+  /** How many changes it holds. */
+  get size(): number {
+    return this.entries.length
+  }
+
   /** Appends the next change (its revision follows the last one's), dropping the oldest when full. */
   push(delta: WatchDelta): void {
     if (this.entries.length < this.capacity) {
