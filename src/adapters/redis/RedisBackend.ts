@@ -136,7 +136,7 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
     const keys = keyspace(options.keyPrefix ?? "discovery:")
     const logLength = String(options.logLength ?? 1000)
     const retention = String(options.emptyRetentionMillis ?? 3_600_000)
-    const epoch = randomBytes(12).toString("base64url")
+    const epoch = randomBytes(6).toString("base64url")
     const redis = new RedisConnection(options, "discovery")
     const keysOf = (clusterId: string) => scriptKeys(redis, keys, clusterId)
     /** The clusters counted when last asked (the cap's measure under Redis Cluster). */

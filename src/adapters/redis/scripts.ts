@@ -99,10 +99,19 @@ local function settled(result, due)
   return { result, counted.affiliates, counted.endpoints, due }
 end
 
--- A cluster whose meta is gone (never made, or expired) starts a new epoch
--- and a new log: its revisions count from 1 again.
+-- A cluster whose meta is gone (never made, expired, or lost with Redis's
+-- data) starts a new epoch and a new log: its revisions count from 1 again.
+-- The epoch is the instance's, with Redis's clock to the microsecond, so a
+-- cluster made again by the same instance never reuses an epoch.
+local function startEpoch(base)
+  if redis.call('HEXISTS', M, 'epoch') == 1 then return end
+  local now = redis.call('TIME')
+  redis.call('HSET', M, 'epoch', base .. '.' .. string.format('%x%05x', tonumber(now[1]), tonumber(now[2])))
+  redis.call('DEL', S)
+end
+
 local function revision(epoch)
-  if redis.call('HSETNX', M, 'epoch', epoch) == 1 then redis.call('DEL', S) end
+  startEpoch(epoch)
   return redis.call('HINCRBY', M, 'rev', 1)
 end
 
@@ -241,7 +250,7 @@ return settled(rev, nextDue)
 export const snapshot = `${prelude}
 local cid, maxClusters, outside = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 if redis.call('HLEN', A) == 0 and overCap(cid, maxClusters, outside) then return redis.error_reply('LIMIT clusters') end
-if redis.call('HSETNX', M, 'epoch', ARGV[1]) == 1 then redis.call('DEL', S) end
+startEpoch(ARGV[1])
 redis.call('HSETNX', M, 'rev', 0)
 retain(ARGV[2])
 local meta = redis.call('HMGET', M, 'rev', 'epoch')
