@@ -68,7 +68,8 @@ export const watcherGroup = (clusterId: string, count: number, perSession: numbe
     const request = create(WatchRequestSchema, {
       clusterId,
       resumeEpoch: position?.epoch ?? "",
-      resumeRevision: BigInt(position?.revision ?? 0)
+      resumeRevision: BigInt(position?.revision ?? 0),
+      withRevisions: true
     })
     const stream = session.request({
       ":method": "POST",

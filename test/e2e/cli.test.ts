@@ -15,7 +15,10 @@ import { fromBinary } from "@bufbuild/protobuf"
 import * as grpc from "@grpc/grpc-js"
 import * as protoLoader from "@grpc/proto-loader"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { Duration, Effect, Option, Stream } from "effect"
+import * as GrpcClient from "../../src/adapters/grpc/GrpcClient.ts"
 import { StateSnapshotSchema } from "../../src/gen/discovery/storage/discovery_pb.ts"
+import type { ResumePoint } from "../../src/ports/ClusterApi.ts"
 import { listening } from "./listening.ts"
 
 const root = resolve(import.meta.dirname, "../..")
@@ -397,6 +400,55 @@ describe("discovery-service flags", { timeout: processTimeout }, () => {
     assert.include(password.output, "DISCOVERY_TEST_UNSET_PASSWORD is not set")
   })
 
+  for (const [flags, expected] of [
+    [[], "Resumed"],
+    [["--watch-log-length", "0"], "Snapshot"]
+  ] as const) {
+    it(`a watcher that comes back ${expected === "Resumed" ? "resumes" : "gets a snapshot with --watch-log-length 0"}`, async () => {
+      const server = await start(["--addr", "127.0.0.1:0", "--snapshots-enabled=false", ...flags])
+      try {
+        const first = await Effect.runPromise(
+          Effect.scoped(
+            Effect.gen(function* () {
+              const api = yield* GrpcClient.make({ endpoint: `127.0.0.1:${server.port}`, tls: false })
+              const update = (data: number) =>
+                api.affiliateUpdate({
+                  clusterId: "c",
+                  affiliateId: "a",
+                  data: Uint8Array.of(data),
+                  endpoints: [],
+                  ttl: Duration.minutes(1)
+                })
+              const head = (resume?: ResumePoint) =>
+                Effect.map(Stream.runHead(api.watch({ clusterId: "c", resume })), Option.getOrThrow)
+              yield* update(1)
+              const snapshot = yield* head()
+              yield* update(2)
+              const epoch = snapshot._tag === "Snapshot" ? snapshot.epoch! : ""
+              return yield* head({ epoch, revision: snapshot.revision })
+            })
+          )
+        )
+        assert.strictEqual(first._tag, expected)
+        const metrics = await (await fetch(`http://127.0.0.1:${server.metricsPort}/metrics`)).text()
+        assert.match(
+          metrics,
+          new RegExp(
+            `discovery_watches_started_total\\{start="${expected === "Resumed" ? "resumed" : "snapshot"}"\\} [12]`
+          )
+        )
+      } finally {
+        await stop(server)
+      }
+    })
+  }
+
+  it("refuses a negative --watch-log-length", async () => {
+    const { code, output } = await run(["--addr", "127.0.0.1:0", "--watch-log-length", "-1"])
+    assert.notStrictEqual(code, 0)
+    assert.include(output, "--watch-log-length must not be negative, got -1")
+  })
+
   it("prints the flags with --help", async () => {
     const { code, output } = await run(["--help"])
     assert.strictEqual(code, 0)
@@ -417,7 +469,8 @@ describe("discovery-service flags", { timeout: processTimeout }, () => {
       "--state-cluster",
       "--state-password-env",
       "--state-key-prefix",
-      "--reuse-port"
+      "--reuse-port",
+      "--watch-log-length"
     ]) {
       assert.include(output, flag)
     }

@@ -27,6 +27,7 @@ import { callClientAddress } from "./clientAddress.ts"
 import type { AnyUnaryRpc, RpcInfo, UnaryRpc } from "./ClusterService.ts"
 import { ClusterRpcs, ClusterService, serviceName } from "./ClusterService.ts"
 import type { DecodedRequest } from "./codec.ts"
+import { wantsRevisions } from "./codec.ts"
 import type { FailureLogOptions } from "./failureLog.ts"
 import * as FailureLog from "./failureLog.ts"
 import * as Health from "./health.ts"
@@ -348,7 +349,7 @@ export const register = (
         ClusterRpcs.Watch,
         call,
         call.request,
-        (message) => watches.serve(api, call, ClusterRpcs.Watch.toCore(message)),
+        (message) => watches.serve(api, call, ClusterRpcs.Watch.toCore(message), wantsRevisions(message)),
         watchReply(call)
       )
 

@@ -379,8 +379,19 @@ export const watchRequestToProto = (request: WatchRequest): ProtoWatchRequest =>
   create(WatchRequestSchema, {
     clusterId: request.clusterId,
     resumeEpoch: request.resume?.epoch ?? "",
-    resumeRevision: BigInt(request.resume?.revision ?? 0)
+    resumeRevision: BigInt(request.resume?.revision ?? 0),
+    withRevisions: true
   })
+
+/**
+ * Whether the client of a WatchRequest reads epochs and revisions (it asked
+ * for them, or to resume); others get the original's messages, byte for byte.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const wantsRevisions = (message: ProtoWatchRequest): boolean =>
+  message.withRevisions || message.resumeEpoch !== ""
 
 /**
  * Builds the Affiliate message of an affiliate view.

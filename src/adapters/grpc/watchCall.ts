@@ -87,11 +87,11 @@ export class WatchSender {
   private readonly snapshotBudget: number
   private readonly countSent: (messages: number) => void
   private readonly fanOut = new FanOut()
-  private readonly deltas = new WeakMap<WatchEvent, Uint8Array>()
+  /** Each delta's message as the original's, and with its epoch and revision (for clients that read them). */
+  private readonly plain = new DeltaMessages()
+  private readonly positioned = new DeltaMessages()
   /** Watchers that come back together get one encoding of their cluster's snapshot. */
   private readonly snapshots = new SnapshotCache(16 * 1024 * 1024)
-  private lastDelta: WatchDelta | undefined
-  private lastBytes: Uint8Array = new Uint8Array(0)
 
   /** `countSent` is told how many messages each write sent (the metrics' `grpc_server_msg_sent_total`). */
   constructor(snapshotBudget: number, countSent: (messages: number) => void) {
@@ -101,54 +101,63 @@ export class WatchSender {
 
   /**
    * A delta's message, encoded once for all watchers (they get it one after
-   * another); `epoch` is its watch's, the same for every watcher of a delta.
+   * another): with `epoch` (its watch's) and its revision, or as the
+   * original's when `epoch` is undefined.
    */
-  readonly encodeDelta = (delta: WatchDelta, epoch: string | undefined): Uint8Array => {
-    if (delta === this.lastDelta) return this.lastBytes
-    let bytes = this.deltas.get(delta)
-    if (bytes === undefined) {
-      bytes = encodeDelta(delta, epoch)
-      this.deltas.set(delta, bytes)
-    }
-    this.lastDelta = delta
-    this.lastBytes = bytes
-    return bytes
-  }
+  readonly encodeDelta = (delta: WatchDelta, epoch: string | undefined): Uint8Array =>
+    epoch === undefined ? this.plain.of(delta, undefined) : this.positioned.of(delta, epoch)
 
-  /** Sends the watch of `request` on `call` until the call, the watch or the scope ends. */
-  serve(api: ClusterApi["Service"], call: WatchCall, request: WatchRequest): Effect.Effect<void, DiscoveryError> {
+  /**
+   * Sends the watch of `request` on `call` until the call, the watch or the
+   * scope ends; with `withRevisions`, every message carries its epoch and
+   * revision, else it is the original's.
+   */
+  serve(
+    api: ClusterApi["Service"],
+    call: WatchCall,
+    request: WatchRequest,
+    withRevisions: boolean
+  ): Effect.Effect<void, DiscoveryError> {
     const subscribe = api.subscribe
-    if (subscribe !== undefined) return this.pushed(call, request, subscribe)
+    if (subscribe !== undefined) return this.pushed(call, request, subscribe, withRevisions)
     let epoch: string | undefined
     return Stream.runForEach(api.watch(request), (event) => {
       if (event._tag === "Snapshot" || event._tag === "Resumed") epoch = event.epoch
-      return this.send(call, this.messagesOf(request.clusterId, event, epoch))
+      return this.send(call, this.messagesOf(request.clusterId, event, epoch, withRevisions))
     })
   }
 
   /** The messages of a watch's start: the snapshot's, or the resumed start and the changes it missed. */
-  private startMessages(clusterId: string, start: WatchStart): ReadonlyArray<Uint8Array> {
-    if (start._tag === "Snapshot") return this.messagesOf(clusterId, start, start.epoch)
+  private startMessages(clusterId: string, start: WatchStart, withRevisions: boolean): ReadonlyArray<Uint8Array> {
+    if (start._tag === "Snapshot") return this.messagesOf(clusterId, start, start.epoch, withRevisions)
     const messages = [encodeResumed(start)]
     for (const delta of start.missed) messages.push(this.encodeDelta(delta, start.epoch))
     return messages
   }
 
-  private messagesOf(clusterId: string, event: WatchEvent, epoch: string | undefined): ReadonlyArray<Uint8Array> {
+  /** An event's messages; `epoch` names the watch's revisions, and goes on the messages `withRevisions`. */
+  private messagesOf(
+    clusterId: string,
+    event: WatchEvent,
+    epoch: string | undefined,
+    withRevisions: boolean
+  ): ReadonlyArray<Uint8Array> {
+    const written = withRevisions ? epoch : undefined
     switch (event._tag) {
       case "Snapshot": {
         const encode = () =>
           encodeSnapshot(
             event.affiliates,
             this.snapshotBudget,
-            epoch === undefined ? undefined : { epoch, revision: event.revision }
+            written === undefined ? undefined : { epoch: written, revision: event.revision }
           )
-        return epoch === undefined ? encode() : this.snapshots.messages(clusterId, epoch, event.revision, encode)
+        if (epoch === undefined) return encode()
+        return this.snapshots.messages(`${withRevisions ? "+" : "-"}${clusterId}`, epoch, event.revision, encode)
       }
       case "Resumed":
         return [encodeResumed(event)]
       default:
-        return [this.encodeDelta(event, epoch)]
+        return [this.encodeDelta(event, written)]
     }
   }
 
@@ -166,14 +175,20 @@ export class WatchSender {
   private pushed(
     call: WatchCall,
     request: WatchRequest,
-    subscribe: NonNullable<ClusterApi["Service"]["subscribe"]>
+    subscribe: NonNullable<ClusterApi["Service"]["subscribe"]>,
+    withRevisions: boolean
   ): Effect.Effect<void, DiscoveryError> {
     return Effect.scoped(
       Effect.suspend(() => {
         const sink = new CallSink(call, this.fanOut, this.encodeDelta, this.countSent, Limits.watchBuffer)
         return Effect.andThen(
           Effect.tap(subscribe(request, sink), (start) =>
-            Effect.sync(() => sink.start(this.startMessages(request.clusterId, start), start.epoch))
+            Effect.sync(() =>
+              sink.start(
+                this.startMessages(request.clusterId, start, withRevisions),
+                withRevisions ? start.epoch : undefined
+              )
+            )
           ),
           Effect.callback<void, SubscriptionLost | Unavailable>((resume) => {
             sink.whenEnded((error) => resume(Effect.fail(error)))
@@ -188,5 +203,28 @@ export class WatchSender {
         )
       })
     )
+  }
+}
+
+/**
+ * The messages of deltas in one form, each made once: the last one is at
+ * hand, the others weakly held. A delta belongs to one cluster, so its epoch
+ * is always the same.
+ */
+class DeltaMessages {
+  private readonly byDelta = new WeakMap<WatchDelta, Uint8Array>()
+  private last: WatchDelta | undefined
+  private lastBytes: Uint8Array = new Uint8Array(0)
+
+  of(delta: WatchDelta, epoch: string | undefined): Uint8Array {
+    if (delta === this.last) return this.lastBytes
+    let bytes = this.byDelta.get(delta)
+    if (bytes === undefined) {
+      bytes = encodeDelta(delta, epoch)
+      this.byDelta.set(delta, bytes)
+    }
+    this.last = delta
+    this.lastBytes = bytes
+    return bytes
   }
 }

@@ -194,6 +194,10 @@ export class ChangeFeed {
       if (this.#closed) throw new Unavailable({ message: "server is shutting down" })
       return this.subscribe(clusterId, sink, signal, resume)
     }
+    if (missed !== undefined && (missed.at(-1)?.revision ?? resume!.revision) !== mirror.revision) {
+      // the mirror applied more changes before this ran: its log has them, or the watcher starts afresh
+      missed = mirror.log.since(resume!.revision, mirror.revision)
+    }
     mirror.sinks.add(sink)
     this.#watches++
     if (missed !== undefined) return { _tag: "Resumed", revision: resume!.revision, epoch: mirror.epoch, missed }

@@ -4,12 +4,15 @@
  * a delete and an expiry is sent exactly those changes (no snapshot), and
  * every doubtful resume point gets a fresh snapshot.
  */
+import { create, type MessageInitShape, toBinary } from "@bufbuild/protobuf"
+import * as grpc from "@grpc/grpc-js"
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Metric, Scope } from "effect"
 import * as TestDiscovery from "../../../src/adapters/testing/TestDiscovery.ts"
 import { watchesStartedTotal } from "../../../src/core/server/ClusterState.ts"
+import { WatchRequestSchema, WatchResponseSchema } from "../../../src/gen/discovery/server/cluster_pb.ts"
 import type { ResumePoint, WatchEvent } from "../../../src/ports/ClusterApi.ts"
-import { blob, connect, serverLayer as baseServerLayer, transports, watcher } from "./fixtures.ts"
+import { blob, connect, endpoint, serverLayer as baseServerLayer, transports, watcher } from "./fixtures.ts"
 
 const utf8 = (text: string) => new TextEncoder().encode(text)
 const minute = Duration.minutes(1)
@@ -119,6 +122,40 @@ for (const transport of transports) {
         assert.deepStrictEqual(yield* live.next, { _tag: "Resumed", revision: 7, epoch: position.epoch })
         yield* api.affiliateDelete({ clusterId: "c", affiliateId: "af2" })
         assert.deepStrictEqual(yield* live.next, { _tag: "Deleted", revision: 8, affiliateId: "af2" })
+      }).pipe(Effect.provide(serverLayer()))
+    )
+
+    it.effect("a watcher that does not ask for revisions (the original's client) gets the original's bytes", () =>
+      Effect.gen(function* () {
+        const api = yield* connect()
+        const data = utf8("one")
+        yield* api.affiliateUpdate({ clusterId: "c", affiliateId: "af1", data, endpoints: [], ttl: minute })
+        const target = yield* endpoint
+        const client = new grpc.Client(target, grpc.credentials.createInsecure())
+        const raw: Array<Uint8Array> = []
+        const call = client.makeServerStreamRequest(
+          "/sidero.discovery.server.Cluster/Watch",
+          (bytes: Uint8Array) => Buffer.from(bytes),
+          (bytes: Buffer) => new Uint8Array(bytes),
+          toBinary(WatchRequestSchema, create(WatchRequestSchema, { clusterId: "c" }))
+        )
+        call.on("data", (bytes: Uint8Array) => raw.push(bytes))
+        call.on("error", () => undefined)
+        const received = (n: number) =>
+          Effect.promise(async () => {
+            while (raw.length < n) await new Promise((resolve) => setTimeout(resolve, 5))
+          })
+        yield* received(1)
+        yield* api.affiliateDelete({ clusterId: "c", affiliateId: "af1" })
+        yield* received(2)
+        call.cancel()
+        client.close()
+        const original = (message: MessageInitShape<typeof WatchResponseSchema>) =>
+          toBinary(WatchResponseSchema, create(WatchResponseSchema, message))
+        assert.deepStrictEqual(raw, [
+          original({ affiliates: [{ id: "af1", data, endpoints: [] }] }),
+          original({ affiliates: [{ id: "af1" }], deleted: true })
+        ])
       }).pipe(Effect.provide(serverLayer()))
     )
 
