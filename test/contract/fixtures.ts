@@ -9,6 +9,8 @@ import { randomUUID } from "node:crypto"
 import type { Cause, Scope } from "effect"
 import { Effect, Stream } from "effect"
 import { assert } from "@effect/vitest"
+import { TestDiscovery } from "../../src/adapters/testing/index.ts"
+import { ClusterState } from "../../src/core/server/ClusterState.ts"
 import type { AffiliateView, WatchEvent } from "../../src/ports/ClusterApi.ts"
 import { ClusterApi } from "../../src/ports/ClusterApi.ts"
 import type { DiscoveryError } from "../../src/ports/DiscoveryError.ts"
@@ -190,3 +192,19 @@ export const settled = <A, E, R>(read: Effect.Effect<A, E, R>, done: (value: A) 
       yield* realPause
     }
   })
+
+/**
+ * Time and cluster counting of a target built on the in-process core
+ * (`TestDiscovery`): TestClock, GC on demand, clusters from `ClusterState.stats`.
+ */
+export const coreControls = {
+  time: {
+    _tag: "TestClock" as const,
+    advance: TestDiscovery.advance,
+    runGc: Effect.asVoid(TestDiscovery.runGc)
+  },
+  clusterCount: Effect.map(
+    Effect.flatMap(ClusterState, (state) => state.stats),
+    (stats) => stats.clusters
+  )
+}

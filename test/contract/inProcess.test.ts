@@ -4,10 +4,10 @@
  * Two targets: the default configuration, and one that redirects and does not
  * report client addresses (the other RPCs must work as usual there).
  */
-import { Effect } from "effect"
 import { TestDiscovery } from "../../src/adapters/testing/index.ts"
-import { ClusterState } from "../../src/core/server/ClusterState.ts"
+import type { ClusterState } from "../../src/core/server/ClusterState.ts"
 import { clusterApiSuite } from "./clusterApiSuite.ts"
+import { coreControls } from "./fixtures.ts"
 import type { ContractTarget } from "./ContractTarget.ts"
 
 const inProcess = (
@@ -18,15 +18,7 @@ const inProcess = (
   name,
   layer: TestDiscovery.layer(options),
   ours: true,
-  time: {
-    _tag: "TestClock",
-    advance: TestDiscovery.advance,
-    runGc: Effect.asVoid(TestDiscovery.runGc)
-  },
-  clusterCount: Effect.map(
-    Effect.flatMap(ClusterState, (state) => state.stats),
-    (stats) => stats.clusters
-  ),
+  ...coreControls,
   caps: {
     layer: TestDiscovery.layer({ ...options, caps: { maxClusters: 3, maxWatches: 3 } }),
     maxClusters: 3,

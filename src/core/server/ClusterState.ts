@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import type { Scope, Stream as StreamT } from "effect"
-import { Cause, Clock, Context, Duration, Effect, Layer, Metric, Option, Queue, Stream } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Metric, Option } from "effect"
 import type {
   AffiliateDeleteRequest,
   AffiliateUpdateRequest,
@@ -24,7 +24,7 @@ import { StateBackend } from "../../ports/StateBackend.ts"
 import type { GcReport, StoreCaps, StoreStats } from "./ClusterStore.ts"
 import { ClusterStore, defaultCaps } from "./ClusterStore.ts"
 import * as MemoryBackend from "./MemoryBackend.ts"
-import { Limits } from "./limits.ts"
+import { watchFromSubscribe } from "./pushedWatch.ts"
 import type { EncodedSnapshot, SkippedRange, SnapshotContents } from "./SnapshotCodec.ts"
 import * as SnapshotCodec from "./SnapshotCodec.ts"
 import { validateAffiliateIds, validateClusterId, validateUpdate } from "./validation.ts"
@@ -212,21 +212,7 @@ export const makeOn = Effect.fnUntraced(function* (backend: StateBackendShape, s
       )
     )
 
-  const watch = (request: WatchRequest): StreamT.Stream<WatchEvent, WatchError> =>
-    Stream.unwrap(
-      Effect.gen(function* () {
-        const queue = yield* Queue.bounded<WatchEvent, SubscriptionLost | Unavailable | Cause.Done>(Limits.watchBuffer)
-        const start = yield* subscribe(request, {
-          offer: (delta) => Queue.offerUnsafe(queue, delta),
-          end: (error) => Queue.failCauseUnsafe(queue, Cause.fail(error))
-        })
-        const first: ReadonlyArray<WatchEvent> =
-          start._tag === "Snapshot"
-            ? [start]
-            : [{ _tag: "Resumed", revision: start.revision, epoch: start.epoch }, ...start.missed]
-        return Stream.concat(Stream.fromIterable(first), Stream.fromQueue(queue))
-      })
-    )
+  const watch: (request: WatchRequest) => StreamT.Stream<WatchEvent, WatchError> = watchFromSubscribe(subscribe)
 
   return ClusterState.of({
     update,
