@@ -137,7 +137,7 @@ export const flags = {
   ),
   watchLogLength: Flag.Int("watch-log-length").pipe(
     Flag.withDescription(
-      `changes kept per watched cluster, so that a watcher that reconnects is sent only what it missed rather than the whole cluster; 0 keeps none (every reconnect gets a snapshot). In memory (default ${defaultWatchLogLength}) each kept change costs the changed affiliate's data and endpoints plus about 150 bytes, about 30 KB per cluster once ${defaultWatchLogLength} changes of typical Talos affiliates are held; on Redis (default 1000, at least 100) the log is a stream trimmed approximately, which also feeds the instances' watchers`
+      `changes kept per watched cluster, so that a watcher that reconnects is sent only what it missed rather than the whole cluster; 0 keeps none (every reconnect gets a snapshot). In memory (default ${defaultWatchLogLength}) each kept change holds the changed affiliate's data and endpoints about three times (the change and its encoded messages) plus about 150 bytes: about 90 KB per cluster once ${defaultWatchLogLength} changes of typical Talos affiliates are held, freed 10 minutes after the cluster's last watcher left; on Redis (default 1000, at least 100) the log is a stream trimmed approximately, which also feeds the instances' watchers`
     ),
     Flag.filter(
       (n) => n >= 0,

@@ -379,6 +379,34 @@ describe("ClusterStore", () => {
     })
   })
 
+  describe("the log of changes for resuming watches", () => {
+    it("holds what a watcher missed while it was away, and is dropped ten minutes after the last watcher left", () => {
+      const store = new ClusterStore()
+      assert.isUndefined(store.update(updateRequest({ data: utf8("one") }), now + 60 * minute))
+      const queue = newQueue()
+      const first = subscribe(store, "c1", queue)
+      store.unsubscribe("c1", queue)
+      assert.isUndefined(store.update(updateRequest({ data: utf8("two") }), now + 60 * minute))
+      const resumeAt = { epoch: first.epoch!, revision: first.revision }
+      const resumed = () => {
+        const sink = newQueue()
+        const started = store.subscribe("c1", sink, resumeAt)
+        store.unsubscribe("c1", sink)
+        return started instanceof ResourceExhausted ? "refused" : started._tag
+      }
+      store.collectGarbage(now)
+      store.collectGarbage(now + 9 * minute)
+      assert.strictEqual(resumed(), "Resumed")
+      // a watcher came and went: the quiet time starts again
+      store.collectGarbage(now + 10 * minute)
+      store.collectGarbage(now + 19 * minute)
+      assert.strictEqual(resumed(), "Resumed")
+      store.collectGarbage(now + 20 * minute)
+      store.collectGarbage(now + 30 * minute)
+      assert.strictEqual(resumed(), "Snapshot")
+    })
+  })
+
   describe("stored bytes", () => {
     it("copies the caller's data and endpoint blobs", () => {
       const store = new ClusterStore()

@@ -16,7 +16,7 @@ import { ClusterApi } from "../../ports/ClusterApi.ts"
 import type { DiscoveryError } from "../../ports/DiscoveryError.ts"
 import type { UnaryRpc } from "./ClusterService.ts"
 import { ClusterRpcs, ClusterService, serviceName } from "./ClusterService.ts"
-import { watchResponseToEvents } from "./codec.ts"
+import { WatchResponseReader } from "./codec.ts"
 import { fromServiceError } from "./status.ts"
 
 /**
@@ -149,14 +149,8 @@ export const make = (options: ClientOptions): Effect.Effect<ClusterApi["Service"
             ),
             (call) => Effect.sync(() => call.cancel())
           )
-          let first = true
-          let revision = 0
-          const toEvents = (message: ProtoWatchResponse): Array<WatchEvent> => {
-            const events = watchResponseToEvents(message, first, revision)
-            first = false
-            revision += events.length
-            return events
-          }
+          const events = new WatchResponseReader()
+          const toEvents = (message: ProtoWatchResponse): Array<WatchEvent> => events.read(message)
           return Stream.flattenIterable(Stream.map(Stream.fromEffectRepeat(reader(call)), toEvents))
         })
       )

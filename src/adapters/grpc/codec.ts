@@ -449,6 +449,7 @@ export interface WatchPosition {
 const epochField = 1001
 const revisionField = 1002
 const snapshotField = 1003
+const moreField = 1005
 
 /**
  * Encodes a snapshot as WatchResponse messages of at most `budget` bytes each
@@ -456,7 +457,8 @@ const snapshotField = 1003
  * There is always at least one message, empty for an empty snapshot; the
  * others carry the rest of the affiliates with `deleted=false`, which a Go
  * client merges into the snapshot it got first. With a position, each
- * message carries it and says it is a snapshot.
+ * message carries it and says it is a snapshot, and all but the last say
+ * that more follow.
  *
  * @category codecs
  * @since 0.1.0
@@ -467,11 +469,12 @@ export const encodeSnapshot = (
   position?: WatchPosition
 ): Array<Uint8Array> => {
   const messages: Array<Uint8Array> = []
-  const finish = (writer: BinaryWriter) => {
+  const finish = (writer: BinaryWriter, last: boolean) => {
     if (position !== undefined) {
       writer.tag(epochField, WireType.LengthDelimited).string(position.epoch)
       if (position.revision !== 0) writer.tag(revisionField, WireType.Varint).uint64(position.revision)
       writer.tag(snapshotField, WireType.Varint).bool(true)
+      if (!last) writer.tag(moreField, WireType.Varint).bool(true)
     }
     messages.push(writer.finish())
   }
@@ -481,14 +484,14 @@ export const encodeSnapshot = (
     const bytes = toBinary(AffiliateSchema, affiliateToProto(affiliate))
     const entrySize = fieldSize(bytes.length)
     if (size > 0 && size + entrySize > budget) {
-      finish(writer)
+      finish(writer, false)
       writer = new BinaryWriter()
       size = 0
     }
     writer.tag(1, WireType.LengthDelimited).bytes(bytes)
     size += entrySize
   }
-  finish(writer)
+  finish(writer, true)
   return messages
 }
 
@@ -587,4 +590,36 @@ export const watchResponseToEvents = (
         ? { _tag: "Deleted", revision: own ?? revision + index, affiliateId: affiliate.id }
         : { _tag: "Updated", revision: own ?? revision + index, affiliate: affiliateFromProto(affiliate) }
   )
+}
+
+/**
+ * Reads the WatchResponse messages of one watch as watch events, in order:
+ * `watchResponseToEvents` for each, except that a snapshot the server split
+ * over several messages (each saying `more` but the last) comes as one
+ * Snapshot event once its last part is in, so a client never takes a
+ * snapshot's revision as its resume point before it has the whole snapshot.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export class WatchResponseReader {
+  private first = true
+  private revision = 0
+  private parts: Array<AffiliateView> | undefined
+
+  /** The events `message` completes (none while a snapshot's parts are still coming). */
+  read(message: ProtoWatchResponse): Array<WatchEvent> {
+    if (message.epoch !== "" && message.snapshot && (message.more || this.parts !== undefined)) {
+      const parts = this.parts ?? []
+      for (const affiliate of message.affiliates) parts.push(affiliateFromProto(affiliate))
+      this.parts = message.more ? parts : undefined
+      if (message.more) return []
+      this.first = false
+      return [{ _tag: "Snapshot", revision: revisionOf(message.revision), affiliates: parts, epoch: message.epoch }]
+    }
+    const events = watchResponseToEvents(message, this.first, this.revision)
+    this.first = false
+    this.revision += events.length
+    return events
+  }
 }

@@ -26,9 +26,12 @@ import { lostUpdateMessage, SubscriptionLost, Unavailable } from "../../ports/Di
 import type { Subscription } from "../../ports/StateBackend.ts"
 import type { ClusterKeys } from "./keys.ts"
 import { viewOf } from "./record.ts"
-import type { RedisConnection, Reply } from "./RedisConnection.ts"
+import { type RedisConnection, type Reply, script } from "./RedisConnection.ts"
+import { readLog } from "./scripts.ts"
 
 const lostUpdate = new SubscriptionLost({ message: lostUpdateMessage })
+
+const readLogScript = script(readLog)
 
 /** Changes read from a log at a time. */
 const readBatch = 1000
@@ -184,7 +187,9 @@ export class ChangeFeed {
     mirror.joining++
     try {
       await mirror.ready
-      if (resume?.epoch === mirror.epoch) missed = await this.#missedSince(mirror, resume.revision)
+      // a failed read of what was missed costs the watcher a snapshot, not its watch
+      if (resume?.epoch === mirror.epoch)
+        missed = await this.#missedSince(mirror, resume.revision).catch(() => undefined)
     } finally {
       mirror.joining--
     }
@@ -250,10 +255,8 @@ export class ChangeFeed {
     let after = revision
     for (let reads = 0; reads < resumeReads && after < mirror.revision; reads++) {
       const until = mirror.revision
-      const entries = (await this.#redis.send(
-        ["XRANGE", mirror.keys.log, `0-${after + 1}`, `0-${until}`],
-        mirror.keys.log
-      )) as ReadonlyArray<Reply>
+      const [epoch, entries] = await this.#readLog(mirror, after + 1, `0-${until}`, until - after)
+      if (epoch !== mirror.epoch) return undefined
       for (const entry of entries) {
         const [id, fields] = entry as ReadonlyArray<Reply>
         const next = Number(text(id).slice(2))
@@ -334,11 +337,12 @@ export class ChangeFeed {
     const next = async (): Promise<void> => {
       do {
         mirror.again = false
-        const entries = (await this.#redis.send(
-          ["XRANGE", mirror.keys.log, `0-${mirror.revision + 1}`, "+", "COUNT", String(readBatch)],
-          mirror.keys.log
-        )) as ReadonlyArray<Reply>
+        const [epoch, entries] = await this.#readLog(mirror, mirror.revision + 1, "+", readBatch)
         if (this.#mirrors.get(mirror.clusterId) !== mirror) return
+        if (epoch !== mirror.epoch) {
+          this.#cutOff(mirror, lostUpdate)
+          return
+        }
         this.#apply(mirror, entries)
         if (entries.length === readBatch) mirror.again = true
       } while (mirror.again && this.#mirrors.get(mirror.clusterId) === mirror)
@@ -348,6 +352,21 @@ export class ChangeFeed {
       .finally(() => {
         mirror.reading = false
       })
+  }
+
+  /** Entries of the mirror's log from revision `from` to `to` (an entry ID or `+`), with the epoch they belong to. */
+  async #readLog(
+    mirror: Mirror,
+    from: number,
+    to: string,
+    count: number
+  ): Promise<readonly [string, ReadonlyArray<Reply>]> {
+    const reply = (await this.#redis.run(
+      readLogScript,
+      [mirror.keys.meta, mirror.keys.log],
+      [`0-${from}`, to, String(count)]
+    )) as ReadonlyArray<Reply>
+    return [text(reply[0]), reply[1] as ReadonlyArray<Reply>]
   }
 
   #apply(mirror: Mirror, entries: ReadonlyArray<Reply>): void {

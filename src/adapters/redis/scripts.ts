@@ -354,3 +354,16 @@ local nextDue = reindex(cid)
 retain(retention)
 return settled(restored, nextDue)
 `
+
+/**
+ * Reads a cluster's change log with the epoch it belongs to, in one step, so
+ * a reader never takes changes of a new sequence for its own. KEYS: the
+ * cluster's meta and log. ARGV: first and last entry IDs, most entries. Its
+ * result is the epoch (empty when the meta is gone) and the entries.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const readLog = `
+return { redis.call('HGET', KEYS[1], 'epoch') or '', redis.call('XRANGE', KEYS[2], ARGV[1], ARGV[2], 'COUNT', ARGV[3]) }
+`

@@ -45,7 +45,7 @@ import { ClusterConnector } from "./ClusterConnector.ts"
 import type { AffiliateInfoInit, EndpointInit } from "./payload.ts"
 import type { DiscoveredAffiliate, Discovered, Reconciler } from "./reconcile.ts"
 import { reconcile, toAffiliates } from "./reconcile.ts"
-import { nextResumePoint } from "./resumePoint.ts"
+import { continues, nextResumePoint } from "./resumePoint.ts"
 import type { ClusterKey } from "./sealing.ts"
 import { makeKey, openAffiliate, openEndpoint, sealAffiliate, sealEndpoint } from "./sealing.ts"
 
@@ -396,12 +396,23 @@ export const make = (
 
         const watchLoop = api.watch({ clusterId, resume: resumeFrom }).pipe(
           Stream.runForEach((event) =>
-            Effect.andThen(applyEvent(event), () => {
-              resumeFrom = nextResumePoint(resumeFrom, event)
-              if (snapshotSeen || (event._tag !== "Snapshot" && event._tag !== "Resumed")) return Effect.void
-              snapshotSeen = true
-              return markHealthy
-            })
+            // applied and remembered together, so a resume never asks for what was applied already
+            Effect.uninterruptible(
+              Effect.suspend(() => {
+                if (!continues(resumeFrom, event)) {
+                  resumeFrom = undefined
+                  return Effect.fail(
+                    new Unavailable({ message: "the watch skipped a revision; watching from a snapshot" })
+                  )
+                }
+                return Effect.andThen(applyEvent(event), () => {
+                  resumeFrom = nextResumePoint(resumeFrom, event)
+                  if (snapshotSeen || (event._tag !== "Snapshot" && event._tag !== "Resumed")) return Effect.void
+                  snapshotSeen = true
+                  return markHealthy
+                })
+              })
+            )
           ),
           Effect.andThen(Effect.fail(new Unavailable({ message: "the watch ended" })))
         )

@@ -8,6 +8,18 @@
 import type { ResumePoint, WatchEvent } from "../../ports/ClusterApi.ts"
 
 /**
+ * Whether `event` may be applied after `current`: a change must have the next
+ * revision (anything else means the view would be built on the wrong base).
+ *
+ * @category reconciliation
+ * @since 0.1.0
+ */
+export const continues = (current: ResumePoint | undefined, event: WatchEvent): boolean =>
+  current === undefined ||
+  (event._tag !== "Updated" && event._tag !== "Deleted") ||
+  event.revision === current.revision + 1
+
+/**
  * The resume point once `event` is applied, after `current`.
  *
  * @category reconciliation

@@ -31,6 +31,8 @@ export class Cluster implements ClusterEntry {
   serial = 0
   /** The last changes, kept from the first watcher on (a cluster never watched needs none). */
   log: ChangeLog | undefined = undefined
+  /** Since when (ms) the cluster has had no watcher, while it keeps a log; GC drops a log quiet for long. */
+  quietSince: number | undefined = undefined
   readonly id: string
   private readonly release: () => void
   /**
@@ -91,6 +93,7 @@ export class Cluster implements ClusterEntry {
   addWatcher(sink: WatchSink, logLength: number): void {
     if (this.sinks === undefined) this.sinks = new Set()
     if (this.log === undefined && logLength > 0) this.log = new ChangeLog(logLength)
+    this.quietSince = undefined
     this.sinks.add(sink)
   }
 

@@ -49,6 +49,16 @@ export const defaultCaps: StoreCaps = { maxClusters: 1_000_000, maxWatches: 100_
  */
 export const defaultWatchLogLength = 64
 
+/**
+ * How long a cluster keeps its log of changes after its last watcher left:
+ * long enough for its watchers to come back from a restart or a move, after
+ * which they get a snapshot and the memory is freed.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const watchLogQuietMillis = 10 * 60_000
+
 /** A name for this store's sequences of revisions that no other process will pick. */
 const newEpochBase = (): string => {
   const bytes = globalThis.crypto.getRandomValues(new Uint8Array(9))
@@ -194,6 +204,12 @@ export class ClusterStore {
       if (cluster.isEmpty) {
         this.clusters.delete(cluster.id)
         removedClusters++
+      } else if (cluster.log !== undefined && cluster.watcherCount === 0) {
+        cluster.quietSince ??= now
+        if (now - cluster.quietSince >= watchLogQuietMillis) {
+          cluster.log = undefined
+          cluster.quietSince = undefined
+        }
       }
     }
     return { removedClusters, removedAffiliates, trimmedAffiliates }

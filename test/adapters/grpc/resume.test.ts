@@ -4,12 +4,13 @@
  * a delete and an expiry is sent exactly those changes (no snapshot), and
  * every doubtful resume point gets a fresh snapshot.
  */
-import { create, type MessageInitShape, toBinary } from "@bufbuild/protobuf"
+import { create, fromBinary, type MessageInitShape, toBinary } from "@bufbuild/protobuf"
 import * as grpc from "@grpc/grpc-js"
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Metric, Scope } from "effect"
 import * as TestDiscovery from "../../../src/adapters/testing/TestDiscovery.ts"
 import { watchesStartedTotal } from "../../../src/core/server/ClusterState.ts"
+import { encodeSnapshot, WatchResponseReader } from "../../../src/adapters/grpc/codec.ts"
 import { WatchRequestSchema, WatchResponseSchema } from "../../../src/gen/discovery/server/cluster_pb.ts"
 import type { ResumePoint, WatchEvent } from "../../../src/ports/ClusterApi.ts"
 import { blob, connect, endpoint, serverLayer as baseServerLayer, transports, watcher } from "./fixtures.ts"
@@ -123,6 +124,38 @@ for (const transport of transports) {
         yield* api.affiliateDelete({ clusterId: "c", affiliateId: "af2" })
         assert.deepStrictEqual(yield* live.next, { _tag: "Deleted", revision: 8, affiliateId: "af2" })
       }).pipe(Effect.provide(serverLayer()))
+    )
+
+    it.effect("a snapshot split over several messages reaches our client whole, and only then is a resume point", () =>
+      Effect.gen(function* () {
+        const api = yield* connect()
+        for (let i = 0; i < 6; i++) {
+          yield* api.affiliateUpdate({
+            clusterId: "c",
+            affiliateId: `af${i}`,
+            data: blob(100, i),
+            endpoints: [],
+            ttl: minute
+          })
+        }
+        const [snapshot] = yield* firstEvents(undefined, 1)
+        assert.strictEqual(snapshot!._tag === "Snapshot" ? snapshot!.affiliates.length : 0, 6)
+        const position = positionOf([snapshot!])
+        assert.strictEqual(position.revision, 6)
+
+        // the parts on the wire: each a snapshot, all but the last saying more follow
+        const reader = new WatchResponseReader()
+        const parts = encodeSnapshot(yield* api.list({ clusterId: "c" }), 250, position).map((bytes) =>
+          fromBinary(WatchResponseSchema, bytes)
+        )
+        assert.isAbove(parts.length, 2)
+        assert.deepStrictEqual(
+          parts.map((part) => [part.snapshot, part.more]),
+          parts.map((_, i) => [true, i < parts.length - 1])
+        )
+        for (const part of parts.slice(0, -1)) assert.deepStrictEqual(reader.read(part), [])
+        assert.strictEqual(reader.read(parts.at(-1)!)[0]?._tag, "Snapshot")
+      }).pipe(Effect.provide(serverLayer({}, { snapshotBudget: 250 })))
     )
 
     it.effect("a watcher that does not ask for revisions (the original's client) gets the original's bytes", () =>
