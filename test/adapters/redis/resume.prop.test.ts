@@ -4,8 +4,10 @@
  * redis-server, watchers that disconnect at random points and resume on
  * either instance (from its mirror's own log, or from the cluster's log in
  * Redis when the mirror is new). The server keeps stream nodes of 4 entries,
- * so the log trimmed to about 4 changes really drops old ones and some
- * resumes must fall back to a snapshot.
+ * so the log trimmed to about 8 changes really drops old ones and some
+ * resumes must fall back to a snapshot. (8, not less: one GC pass here makes
+ * up to 5 changes, and a mirror that finds part of one step already trimmed
+ * cuts its watchers off by design, which this property does not expect.)
  */
 import { randomUUID } from "node:crypto"
 import { assert, describe, it } from "@effect/vitest"
@@ -45,7 +47,7 @@ describe("resumable watches on Redis", () => {
     let fresh = 0
     await fc.assert(
       fc.asyncProperty(historyArb, async (history) => {
-        const counts = await runResumeHistory(history, twoInstances, 4)
+        const counts = await runResumeHistory(history, twoInstances, 8)
         resumed += counts.resumed
         fresh += counts.fresh
       }),
