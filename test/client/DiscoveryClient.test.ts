@@ -136,6 +136,32 @@ describe("DiscoveryClient", () => {
       })
     )
 
+    it.effect("a change that skips a revision ends the session, and the next watch starts from a snapshot", () =>
+      Effect.gen(function* () {
+        const { api } = yield* server()
+        // the first watch loses the second change of af2
+        let changesOfTwo = 0
+        const front = yield* instrument(api, {
+          drop: (watch, event) =>
+            watch === 1 && event._tag === "Updated" && event.affiliate.id === "af2" && ++changesOfTwo === 2
+        })
+        const one = yield* startClient(clientOptions("af1"), only(front.api))
+        const two = yield* startClient(clientOptions("af2"), only(api))
+        yield* one.client.setLocalData({ affiliate: node("one") })
+        yield* eventually(listed(api), (seen) => seen.join() === "af1")
+        yield* two.client.setLocalData({ affiliate: node("two") })
+        yield* eventually(seenIds(one.client), (seen) => seen.join() === "af2")
+        yield* two.client.setLocalData({ affiliate: node("two-b") })
+        // two-b is lost on its way to one; the change after it shows the gap
+        yield* settle
+        yield* two.client.setLocalData({ affiliate: node("two-c") })
+        yield* eventually(hostnameSeen(one.client, "af2"), (hostname) => hostname === "two-c", { within: "10 seconds" })
+        const watches = (yield* front.calls).filter((call) => call.method === "watch")
+        assert.strictEqual(watches.length, 2)
+        assert.isUndefined(watches[1]!.resume, "no resume point after a gap")
+      })
+    )
+
     for (const logLength of [64, 0]) {
       it.effect(
         `after a reconnect it resumes its watch and ends up as a fresh client does (log of ${logLength} changes)`,

@@ -13,7 +13,7 @@ import * as DiscoveryClient from "../../src/core/client/DiscoveryClient.ts"
 import type { DiscoveredAffiliate } from "../../src/core/client/reconcile.ts"
 import { ClusterState } from "../../src/core/server/ClusterState.ts"
 import type { ServerOptions } from "../../src/core/server/DiscoveryServer.ts"
-import type { HelloRequest, HelloResponse, ResumePoint } from "../../src/ports/ClusterApi.ts"
+import type { HelloRequest, HelloResponse, ResumePoint, WatchEvent } from "../../src/ports/ClusterApi.ts"
 import { ClusterApi } from "../../src/ports/ClusterApi.ts"
 import type { DiscoveryError } from "../../src/ports/DiscoveryError.ts"
 import { Unavailable } from "../../src/ports/DiscoveryError.ts"
@@ -152,6 +152,8 @@ export const instrument = (
   options: {
     readonly failures?: (method: Call["method"], n: number) => boolean
     readonly hello?: (request: HelloRequest) => HelloResponse | undefined
+    /** Whether an event of the n-th watch (from 1) is lost on the way, as a faulty service would lose it. */
+    readonly drop?: (watch: number, event: WatchEvent) => boolean
   } = {}
 ): Effect.Effect<Instrumented> =>
   Effect.gen(function* () {
@@ -195,7 +197,11 @@ export const instrument = (
               const killed = Deferred.await(kill).pipe(
                 Effect.andThen(Effect.fail(new Unavailable({ message: "restarting" })))
               )
-              return api.watch(request).pipe(Stream.interruptWhen(killed))
+              const watch = counts.get("watch") ?? 0
+              return api.watch(request).pipe(
+                Stream.filter((event) => !(options.drop?.(watch, event) ?? false)),
+                Stream.interruptWhen(killed)
+              )
             }),
             request.resume
           )
