@@ -15,6 +15,7 @@ import {
   WatchRequestSchema,
   WatchResponseSchema
 } from "../src/gen/discovery/server/cluster_pb.ts"
+import { frame, MessageReader } from "../src/adapters/grpc/http2/framing.ts"
 
 /** Where a watcher stands. */
 interface Position {
@@ -40,13 +41,6 @@ export interface WatcherGroup {
   readonly current: (revision: number | undefined, timeoutMs: number) => Promise<void>
   /** Drops every connection at once. */
   readonly drop: () => void
-}
-
-const frame = (message: Uint8Array): Buffer => {
-  const out = Buffer.alloc(5 + message.length)
-  out.writeUInt32BE(message.length, 1)
-  out.set(message, 5)
-  return out
 }
 
 /**
@@ -79,20 +73,17 @@ export const watcherGroup = (clusterId: string, count: number, perSession: numbe
       "x-real-ip": `2001:db8::${(index + 1).toString(16)}`
     })
     watcher.stream = stream
-    let pending: Buffer = Buffer.alloc(0)
-    stream.on("data", (chunk: Buffer) => {
-      pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk])
-      while (pending.length >= 5) {
-        const length = pending.readUInt32BE(1)
-        if (pending.length < 5 + length) break
-        const message = fromBinary(WatchResponseSchema, pending.subarray(5, 5 + length))
-        pending = pending.subarray(5 + length)
-        const epoch = message.epoch
-        const revision = Number(message.revision)
+    const reader = new MessageReader(-1)
+    const sink = {
+      onMessage: (_flag: number, payload: Buffer) => {
+        const message = fromBinary(WatchResponseSchema, payload)
         if (watcher.start === undefined) watcher.start = message.resumed ? "resumed" : "snapshot"
-        if (epoch !== "") watcher.position = { epoch, revision }
-      }
-    })
+        if (message.epoch !== "") watcher.position = { epoch: message.epoch, revision: Number(message.revision) }
+        return true
+      },
+      reserve: () => true
+    }
+    stream.on("data", (chunk: Buffer) => reader.read(chunk, sink))
     stream.on("error", () => undefined)
     stream.end(frame(toBinary(WatchRequestSchema, request)))
   }

@@ -199,6 +199,24 @@ const generator = async <A>(mode: string, args: ReadonlyArray<string>, timeoutSe
   return JSON.parse(last) as A
 }
 
+/** Loads `clusters` clusters of the bench's affiliates into a server with the generator, as fast as it takes them. */
+const loadAffiliates = (address: string, pid: number, clusters: number, prefix: string) =>
+  generator<LoadResult>(
+    "load",
+    [
+      `-addr=${address}`,
+      `-clusters=${clusters}`,
+      `-affiliates=${options.affiliatesPerCluster}`,
+      `-endpoints=${options.endpointsPerAffiliate}`,
+      `-data-size=${options.dataBytes}`,
+      `-concurrency=${options.loadConcurrency}`,
+      `-server-pid=${pid}`,
+      `-prefix=${prefix}`,
+      `-timeout=${options.loadTimeoutSeconds}s`
+    ],
+    options.loadTimeoutSeconds
+  )
+
 interface ReadyResult {
   readonly readyUnixNanos: number
   readonly attempts: number
@@ -506,21 +524,7 @@ const scaleRow = async (impl: Impl) => {
     const before = memory(server.pid)
 
     log(`scale: ${impl}: loading ${affiliates.toLocaleString("en-US")} affiliates`)
-    const load = await generator<LoadResult>(
-      "load",
-      [
-        `-addr=${server.address}`,
-        `-clusters=${clusters}`,
-        `-affiliates=${options.affiliatesPerCluster}`,
-        `-endpoints=${options.endpointsPerAffiliate}`,
-        `-data-size=${options.dataBytes}`,
-        `-concurrency=${options.loadConcurrency}`,
-        `-server-pid=${server.pid}`,
-        `-prefix=scale`,
-        `-timeout=${options.loadTimeoutSeconds}s`
-      ],
-      options.loadTimeoutSeconds
-    )
+    const load = await loadAffiliates(server.address, server.pid, clusters, "scale")
     const loadedAt = epochMs()
     raw[`scale-load-${impl}`] = load
     check(`scale load (${impl})`, load)
@@ -792,21 +796,7 @@ const redisRows = async () => {
     const clusters = Math.max(1, Math.round(options.redisAffiliates / options.affiliatesPerCluster))
     const before = await redisMemory(redis.port)
     log(`state: loading ${(clusters * options.affiliatesPerCluster).toLocaleString("en-US")} affiliates into Redis`)
-    const load = await generator<LoadResult>(
-      "load",
-      [
-        `-addr=${one.address}`,
-        `-clusters=${clusters}`,
-        `-affiliates=${options.affiliatesPerCluster}`,
-        `-endpoints=${options.endpointsPerAffiliate}`,
-        `-data-size=${options.dataBytes}`,
-        `-concurrency=${options.loadConcurrency}`,
-        `-server-pid=${one.pid}`,
-        "-prefix=state-memory",
-        `-timeout=${options.loadTimeoutSeconds}s`
-      ],
-      options.loadTimeoutSeconds
-    )
+    const load = await loadAffiliates(one.address, one.pid, clusters, "state-memory")
     check("state memory load", load)
     const after = await redisMemory(redis.port)
     const loaded = load.calls - load.errors

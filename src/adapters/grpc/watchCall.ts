@@ -90,8 +90,9 @@ export class WatchSender {
   /** Each delta's message as the original's, and with its epoch and revision (for clients that read them). */
   private readonly plain = new DeltaMessages()
   private readonly positioned = new DeltaMessages()
-  /** Watchers that come back together get one encoding of their cluster's snapshot. */
-  private readonly snapshots = new SnapshotCache(16 * 1024 * 1024)
+  /** Watchers that come back together get one encoding of their cluster's snapshot, in either form. */
+  private readonly plainSnapshots = new SnapshotCache(8 * 1024 * 1024)
+  private readonly positionedSnapshots = new SnapshotCache(8 * 1024 * 1024)
 
   /** `countSent` is told how many messages each write sent (the metrics' `grpc_server_msg_sent_total`). */
   constructor(snapshotBudget: number, countSent: (messages: number) => void) {
@@ -152,7 +153,8 @@ export class WatchSender {
             written === undefined ? undefined : { epoch: written, revision: event.revision }
           )
         if (epoch === undefined) return encode()
-        return this.snapshots.messages(`${withRevisions ? "+" : "-"}${clusterId}`, epoch, event.revision, encode)
+        const cache = withRevisions ? this.positionedSnapshots : this.plainSnapshots
+        return cache.messages(clusterId, epoch, event.revision, encode)
       }
       case "Resumed":
         return [encodeResumed(event)]

@@ -75,12 +75,9 @@ export type WireUpdate = Omit<AffiliateUpdateRequest, "ttl"> & { readonly ttlMil
  * @category codecs
  * @since 0.1.0
  */
-export const toWireUpdate = (request: AffiliateUpdateRequest): WireUpdate => ({
-  clusterId: request.clusterId,
-  affiliateId: request.affiliateId,
-  data: request.data,
-  endpoints: request.endpoints,
-  ttlMillis: Duration.toMillis(request.ttl)
+export const toWireUpdate = ({ ttl, ...request }: AffiliateUpdateRequest): WireUpdate => ({
+  ...request,
+  ttlMillis: Duration.toMillis(ttl)
 })
 
 /**
@@ -89,12 +86,9 @@ export const toWireUpdate = (request: AffiliateUpdateRequest): WireUpdate => ({
  * @category codecs
  * @since 0.1.0
  */
-export const fromWireUpdate = (wire: WireUpdate): AffiliateUpdateRequest => ({
-  clusterId: wire.clusterId,
-  affiliateId: wire.affiliateId,
-  data: wire.data,
-  endpoints: wire.endpoints,
-  ttl: Duration.millis(wire.ttlMillis)
+export const fromWireUpdate = ({ ttlMillis, ...request }: WireUpdate): AffiliateUpdateRequest => ({
+  ...request,
+  ttl: Duration.millis(ttlMillis)
 })
 
 /**

@@ -14,14 +14,8 @@ import { Effect } from "effect"
 import fc from "fast-check"
 import { RedisBackend } from "../../../src/adapters/redis/index.ts"
 import { makeOn } from "../../../src/core/server/ClusterState.ts"
-import { settle as settleFibers } from "../../core/fixtures/discovery.ts"
-import {
-  actionsArb,
-  runCase,
-  type StateProfile,
-  type StateUnderTest,
-  stoppedReaderIsCutOff
-} from "../../core/fixtures/stateModel.ts"
+import { actionsArb, runCase, type StateUnderTest, stoppedReaderIsCutOff } from "../../core/fixtures/stateModel.ts"
+import { redisProfile } from "./profile.ts"
 import { redisForTests } from "./redisServer.ts"
 
 const redis = redisForTests()
@@ -30,14 +24,7 @@ const onRedis: StateUnderTest = (caps) =>
   Effect.gen(function* () {
     const backend = yield* RedisBackend.make({ url: redis.server.url, keyPrefix: `model-${randomUUID()}:`, caps })
     const state = yield* makeOn(backend, undefined)
-    const profile: StateProfile = {
-      settle: Effect.andThen(Effect.orDie(backend.drained), settleFibers),
-      refreshStats: Effect.orDie(backend.refreshStats),
-      floodBatch: 1,
-      gcOrder: "due",
-      revisionsOutliveCluster: true,
-      countsRemovedClusters: false
-    }
+    const profile = redisProfile([backend])
     return { state, profile }
   })
 

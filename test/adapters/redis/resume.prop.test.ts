@@ -15,9 +15,8 @@ import { Effect } from "effect"
 import fc from "fast-check"
 import { RedisBackend } from "../../../src/adapters/redis/index.ts"
 import { makeOn } from "../../../src/core/server/ClusterState.ts"
-import { settle as settleFibers } from "../../core/fixtures/discovery.ts"
 import { historyArb, type InstancesUnderTest, runResumeHistory } from "../../core/fixtures/resumeProperty.ts"
-import type { StateProfile } from "../../core/fixtures/stateModel.ts"
+import { redisProfile } from "./profile.ts"
 import { redisForTests } from "./redisServer.ts"
 
 const redis = redisForTests(["--stream-node-max-entries", "4"])
@@ -30,14 +29,7 @@ const twoInstances: InstancesUnderTest = (caps) =>
       yield* RedisBackend.make({ url: redis.server.url, keyPrefix, caps, logLength: caps.watchLogLength })
     ]
     const states = [yield* makeOn(backends[0]!, undefined), yield* makeOn(backends[1]!, undefined)]
-    const profile: StateProfile = {
-      settle: Effect.andThen(Effect.orDie(Effect.all(backends.map((b) => b.drained))), settleFibers),
-      refreshStats: Effect.void,
-      floodBatch: 1,
-      gcOrder: "due",
-      revisionsOutliveCluster: true,
-      countsRemovedClusters: false
-    }
+    const profile = redisProfile(backends)
     return { states, profile, exactLog: undefined }
   })
 
