@@ -14,6 +14,7 @@ import type * as net from "node:net"
 import { acceptedConnectionOf, acceptedSocketOf, addressOf, Connection, connectionOf, tag } from "./Connection.ts"
 import type { KeepalivePolicy } from "./keepalive.ts"
 import { defaultKeepalivePolicy, recordPing, tooManyPings, watchFrom } from "./keepalive.ts"
+import type { SharedConnectionCounts } from "./SharedConnectionCounts.ts"
 
 /**
  * The limits on connections; zero turns a deadline off.
@@ -32,6 +33,8 @@ export interface ConnectionLimits {
   readonly idleTimeoutMillis: number
   /** The ping policy, or `false` to answer every ping. */
   readonly keepalive: KeepalivePolicy | false
+  /** Counts shared with the other threads serving the same port; when set, the caps apply to all of them together. */
+  readonly shared?: SharedConnectionCounts | undefined
 }
 
 /**
@@ -149,7 +152,12 @@ export class ConnectionGuard {
   admit(socket: net.Socket): Connection | undefined {
     const address = addressOf(socket)
     const fromAddress = this.#perAddress.get(address) ?? 0
-    if (this.#open >= this.limits.maxConnections || fromAddress >= this.limits.maxConnectionsPerAddress) {
+    const { maxConnections, maxConnectionsPerAddress, shared } = this.limits
+    if (
+      this.#open >= maxConnections ||
+      fromAddress >= maxConnectionsPerAddress ||
+      (shared !== undefined && !shared.tryAcquire(address, maxConnections, maxConnectionsPerAddress))
+    ) {
       this.#refused++
       socket.destroy()
       return undefined
@@ -163,6 +171,7 @@ export class ConnectionGuard {
       connection.handshaken()
       this.#handshaking.delete(connection)
       this.#open--
+      shared?.release(address)
       const left = (this.#perAddress.get(address) ?? 1) - 1
       if (left === 0) this.#perAddress.delete(address)
       else this.#perAddress.set(address, left)
