@@ -71,6 +71,13 @@ export interface HandlerOptions extends TrustOptions {
    */
   readonly rateLimit?: RateLimitOptions | false | undefined
   /**
+   * The limiter whose buckets the calls take tokens from, when they are kept
+   * elsewhere (the state's owner thread, shared by every I/O thread): used
+   * instead of a limiter of `rateLimit`'s options, unless `rateLimit` is
+   * `false`.
+   */
+  readonly rateLimiter?: Pick<RateLimit.RateLimiter, "take"> | undefined
+  /**
    * One log line per call through Effect's logger (default true): the method
    * path as the message and the annotations `peer.address`, `code`,
    * `duration` (seconds), `error` (when failed), `cluster_id`, `affiliate_id`
@@ -293,7 +300,9 @@ export const register = (
     const chain = serverChain({
       requestLog: logged ? RequestLog.interceptor(clock, failureLog) : undefined,
       rateLimit:
-        options.rateLimit === false ? undefined : RateLimit.interceptor(yield* RateLimit.make(options.rateLimit)),
+        options.rateLimit === false
+          ? undefined
+          : RateLimit.interceptor(options.rateLimiter ?? (yield* RateLimit.make(options.rateLimit))),
       metrics: metered ? MetricsInterceptor.interceptor(context, clock) : undefined
     })
     const watchSent = ClusterRpcs.Watch.metrics.sent

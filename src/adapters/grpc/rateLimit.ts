@@ -87,6 +87,14 @@ export interface RateLimiter {
    * wait gives the token back.
    */
   readonly take: (key: string, timeoutMillis: number) => Effect.Effect<void, ResourceExhausted>
+  /**
+   * Takes or reserves a token of `key` without waiting: 0 when one was taken,
+   * the milliseconds until the reserved one is due, or -1 when it would come
+   * after `timeoutMillis` (or `maxWait`) and none was reserved.
+   */
+  readonly reserve: (key: string, timeoutMillis: number) => Effect.Effect<number>
+  /** Gives back the token a wait that was cut short had reserved. */
+  readonly release: (key: string) => Effect.Effect<void>
   /** Drops the buckets that are full now, as the periodic sweep does; gives how many. */
   readonly sweep: Effect.Effect<number>
   /** Buckets held now. */
@@ -119,22 +127,40 @@ export const make = (options: RateLimitOptions = {}): Effect.Effect<RateLimiter,
     )
     yield* Effect.forkScoped(Effect.forever(Effect.andThen(Effect.sleep(sweepInterval), sweep)))
 
-    const take = (key: string, timeoutMillis: number): Effect.Effect<void, ResourceExhausted> =>
-      Effect.clockWith((clock) => {
-        const wait = limiter.reserve(
-          key,
-          millisOf(clock.monotonicTimeNanosUnsafe()),
-          Math.min(timeoutMillis, maxWaitMillis)
+    const reserve = (key: string, timeoutMillis: number): Effect.Effect<number> =>
+      Effect.clockWith((clock) =>
+        Effect.sync(() =>
+          limiter.reserve(key, millisOf(clock.monotonicTimeNanosUnsafe()), Math.min(timeoutMillis, maxWaitMillis))
         )
-        if (wait === 0) return Effect.void
-        if (wait < 0) return Effect.fail(exceeded)
-        return Effect.onInterrupt(Effect.sleep(Duration.millis(wait)), () =>
-          Effect.sync(() => limiter.release(key, millisOf(clock.monotonicTimeNanosUnsafe())))
-        )
-      })
+      )
+    const release = (key: string): Effect.Effect<void> =>
+      Effect.clockWith((clock) => Effect.sync(() => limiter.release(key, millisOf(clock.monotonicTimeNanosUnsafe()))))
 
-    return { take, sweep, size: Effect.sync(() => limiter.size) }
+    return { ...fromReservations(reserve, release), sweep, size: Effect.sync(() => limiter.size) }
   })
+
+/**
+ * The waiting side of a limiter whose buckets are elsewhere (another
+ * thread's, over a `MessagePort`): `take` asks `reserve`, waits on this
+ * fiber's clock for the token it was given, and gives it back with `release`
+ * when interrupted while waiting.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const fromReservations = (
+  reserve: RateLimiter["reserve"],
+  release: RateLimiter["release"]
+): Pick<RateLimiter, "take" | "reserve" | "release"> => ({
+  reserve,
+  release,
+  take: (key, timeoutMillis) =>
+    Effect.flatMap(reserve(key, timeoutMillis), (wait) => {
+      if (wait === 0) return Effect.void
+      if (wait < 0) return Effect.fail(exceeded)
+      return Effect.onInterrupt(Effect.sleep(Duration.millis(wait)), () => release(key))
+    })
+})
 
 /**
  * The limiter as an interceptor: a call takes a token of its client's
@@ -144,7 +170,7 @@ export const make = (options: RateLimitOptions = {}): Effect.Effect<RateLimiter,
  * @category constructors
  * @since 0.1.0
  */
-export const interceptor = (limiter: RateLimiter): Interceptor => ({
+export const interceptor = (limiter: Pick<RateLimiter, "take">): Interceptor => ({
   name: "rateLimit",
   admit: (context) =>
     context.address === undefined ? undefined : limiter.take(limiterKey(context.address), timeLeft(context.call))
