@@ -18,6 +18,7 @@ import type { ClusterApi, WatchDelta, WatchEvent, WatchRequest, WatchStart } fro
 import type { DiscoveryError, SubscriptionLost, Unavailable } from "../../ports/DiscoveryError.ts"
 import type { DecodedRequest } from "./codec.ts"
 import { encodeDelta, encodeResumed, encodeSnapshot } from "./codec.ts"
+import { knownEncoding } from "./encodedDelta.ts"
 import type { Call } from "./interceptors.ts"
 import { SnapshotCache } from "./snapshotCache.ts"
 import type { GrpcStatus } from "./status.ts"
@@ -211,7 +212,8 @@ export class WatchSender {
 /**
  * The messages of deltas in one form, each made once: the last one is at
  * hand, the others weakly held. A delta belongs to one cluster, so its epoch
- * is always the same.
+ * is always the same. A delta that came encoded from the owner of the state
+ * (`encodedDelta.ts`) is not encoded again.
  */
 class DeltaMessages {
   private readonly byDelta = new WeakMap<WatchDelta, Uint8Array>()
@@ -222,7 +224,7 @@ class DeltaMessages {
     if (delta === this.last) return this.lastBytes
     let bytes = this.byDelta.get(delta)
     if (bytes === undefined) {
-      bytes = encodeDelta(delta, epoch)
+      bytes = knownEncoding(delta, epoch) ?? encodeDelta(delta, epoch)
       this.byDelta.set(delta, bytes)
     }
     this.last = delta
