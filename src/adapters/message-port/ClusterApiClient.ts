@@ -3,72 +3,148 @@
  * state (a gRPC worker): each call is a message to the owner
  * (`ClusterApiHost.serve`) and its reply; a watch is pushed (`subscribe`), its
  * changes offered to the sink as they arrive, with the core's rule that a
- * sink that refuses one is cut off with a lost-update error.
+ * sink that refuses one is cut off with a lost-update error. A change that
+ * comes for several watches is read once and the same delta, which keeps
+ * its encoded bytes, goes to each of them. If the port closes (the owner is
+ * gone), calls waiting for an answer fail and watches end, with UNAVAILABLE.
  *
  * @since 0.1.0
  */
 import type { MessagePort } from "node:worker_threads"
 import type { Scope } from "effect"
 import { Effect } from "effect"
+import type { StoreStats } from "../../core/server/ClusterStore.ts"
 import { watchFromSubscribe } from "../../core/server/pushedWatch.ts"
 import type { WatchRequest, WatchSink, WatchStart } from "../../ports/ClusterApi.ts"
 import { ClusterApi } from "../../ports/ClusterApi.ts"
+import { type DiscoveryError, lostUpdateMessage, SubscriptionLost, Unavailable } from "../../ports/DiscoveryError.ts"
+import { Outbox } from "./Outbox.ts"
 import {
-  type DiscoveryError,
-  lostUpdateMessage,
-  SubscriptionLost,
-  type Unavailable
-} from "../../ports/DiscoveryError.ts"
-import { fromWireError, type Reply, type Request, toWireUpdate, type UnaryOperation } from "./protocol.ts"
+  type DeltaCodec,
+  fromWireError,
+  type Reply,
+  type Request,
+  type TokenReservations,
+  toWireUpdate,
+  type UnaryOperation
+} from "./protocol.ts"
 
 /**
- * The port's `ClusterApi` over `port`; the port is closed with the scope.
+ * What the other side of the port offers: its `ClusterApi`, the token
+ * reservations of its rate limiter, and the state's counts.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Connection {
+  readonly api: ClusterApi["Service"]
+  readonly limiter: TokenReservations
+  /** The state's counts (when the host serves them). */
+  readonly stats: Effect.Effect<StoreStats, DiscoveryError>
+}
+
+const ownerGone = () => new Unavailable({ message: "state owner is gone" })
+
+/**
+ * Connects to the host at the other end of `port`; the port is closed with
+ * the scope. `codec` reads the deltas a host with the same codec encodes.
  *
  * @category constructors
  * @since 0.1.0
  */
-export const make = (port: MessagePort): Effect.Effect<ClusterApi["Service"], never, Scope.Scope> =>
+export const connect = (
+  port: MessagePort,
+  codec?: Pick<DeltaCodec, "decode">
+): Effect.Effect<Connection, never, Scope.Scope> =>
   Effect.gen(function* () {
     let nextId = 1
-    const pending = new Map<number, (reply: Reply) => void>()
-    const post = (request: Request) => port.postMessage(request)
-    const onMessage = (reply: Reply) => pending.get(reply.id)?.(reply)
+    let closed = false
+    const pending = new Map<number, (reply: Reply | undefined) => void>()
+    const outbox = new Outbox<Request>(port)
+    const post = (request: Request) => outbox.push(request)
+    const onReply = (reply: Reply) => {
+      if ("ids" in reply) {
+        if (codec === undefined) throw new Error("a delta arrived encoded, and this side of the port has no codec")
+        const delta = codec.decode(reply.encoded)
+        for (const id of reply.ids) pending.get(id)?.({ id, delta })
+      } else pending.get(reply.id)?.(reply)
+    }
+    const onMessage = (batch: ReadonlyArray<Reply>) => {
+      for (const reply of batch) onReply(reply)
+    }
+    /** Everything waiting hears `undefined`: the owner is gone. */
+    const onClose = () => {
+      closed = true
+      for (const listener of [...pending.values()]) listener(undefined)
+      pending.clear()
+    }
     port.on("message", onMessage)
+    port.on("close", onClose)
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
         port.off("message", onMessage)
+        port.off("close", onClose)
         port.close()
       })
     )
 
+    const request = <A>(
+      make: (id: number) => Request,
+      answer: (reply: Reply) => Effect.Effect<A, DiscoveryError> | undefined
+    ): Effect.Effect<A, DiscoveryError> =>
+      Effect.callback<A, DiscoveryError>((resume) => {
+        if (closed) {
+          resume(Effect.fail(ownerGone()))
+          return
+        }
+        const id = nextId++
+        pending.set(id, (reply) => {
+          pending.delete(id)
+          if (reply === undefined) resume(Effect.fail(ownerGone()))
+          else {
+            const result = answer(reply)
+            if (result !== undefined) resume(result)
+          }
+        })
+        post(make(id))
+        return Effect.sync(() => pending.delete(id))
+      })
+
+    const answerOf = <A>(reply: Reply): Effect.Effect<A, DiscoveryError> | undefined => {
+      if ("ok" in reply) return Effect.succeed(reply.ok as A)
+      if ("error" in reply) return Effect.fail(fromWireError(reply.error))
+      return undefined
+    }
+
     const call =
       <A>(op: UnaryOperation, wire: (request: never) => unknown = (request) => request) =>
-      (request: unknown): Effect.Effect<A, DiscoveryError> =>
-        Effect.callback<A, DiscoveryError>((resume) => {
-          const id = nextId++
-          pending.set(id, (reply) => {
-            pending.delete(id)
-            if ("ok" in reply) resume(Effect.succeed(reply.ok as A))
-            else if ("error" in reply) resume(Effect.fail(fromWireError(reply.error)))
-          })
-          post({ id, op, request: wire(request as never) })
-          return Effect.sync(() => pending.delete(id))
-        })
+      (body: unknown): Effect.Effect<A, DiscoveryError> =>
+        request((id) => ({ id, op, request: wire(body as never) }), answerOf<A>)
 
     const subscribe = (
-      request: WatchRequest,
+      watchRequest: WatchRequest,
       sink: WatchSink
     ): Effect.Effect<WatchStart, DiscoveryError, Scope.Scope> =>
       Effect.acquireRelease(
         Effect.callback<{ readonly id: number; readonly start: WatchStart }, DiscoveryError>((resume) => {
+          if (closed) {
+            resume(Effect.fail(ownerGone()))
+            return
+          }
           const id = nextId++
           const cancel = () => {
             if (!pending.delete(id)) return
             post({ id, op: "cancel" })
           }
+          let started = false
           pending.set(id, (reply) => {
-            if ("start" in reply) resume(Effect.succeed({ id, start: reply.start }))
-            else if ("delta" in reply) {
+            if (reply === undefined) {
+              if (started) sink.end(ownerGone())
+              else resume(Effect.fail(ownerGone()))
+            } else if ("start" in reply) {
+              started = true
+              resume(Effect.succeed({ id, start: reply.start }))
+            } else if ("delta" in reply) {
               if (!sink.offer(reply.delta)) {
                 cancel()
                 sink.end(new SubscriptionLost({ message: lostUpdateMessage }))
@@ -81,7 +157,7 @@ export const make = (port: MessagePort): Effect.Effect<ClusterApi["Service"], ne
               resume(Effect.fail(fromWireError(reply.error)))
             }
           })
-          post({ id, op: "watch", request })
+          post({ id, op: "watch", request: watchRequest })
           return Effect.sync(cancel)
         }),
         ({ id }) =>
@@ -90,7 +166,7 @@ export const make = (port: MessagePort): Effect.Effect<ClusterApi["Service"], ne
           })
       ).pipe(Effect.map(({ start }) => start))
 
-    return ClusterApi.of({
+    const api = ClusterApi.of({
       hello: call("hello"),
       affiliateUpdate: call("affiliateUpdate", toWireUpdate),
       affiliateDelete: call("affiliateDelete"),
@@ -98,4 +174,23 @@ export const make = (port: MessagePort): Effect.Effect<ClusterApi["Service"], ne
       watch: watchFromSubscribe(subscribe),
       subscribe
     })
+    const limiter: Connection["limiter"] = {
+      reserve: (key, timeoutMillis) =>
+        // a limiter that cannot be reached lets the call through: the call itself then fails UNAVAILABLE
+        Effect.orElseSucceed(
+          request((id) => ({ id, op: "reserve", key, timeoutMillis }), answerOf<number>),
+          () => 0
+        ),
+      release: (key) => Effect.sync(() => post({ id: 0, op: "release", key }))
+    }
+    return { api, limiter, stats: call<StoreStats>("stats")(undefined) }
   })
+
+/**
+ * The port's `ClusterApi` over `port`; the port is closed with the scope.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const make = (port: MessagePort): Effect.Effect<ClusterApi["Service"], never, Scope.Scope> =>
+  Effect.map(connect(port), (connection) => connection.api)

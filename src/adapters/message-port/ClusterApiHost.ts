@@ -3,15 +3,76 @@
  * that arrive on the port with the `ClusterApi` it holds (the core), and
  * relays each watch's start, changes and end. A watch's changes offered
  * before its start was posted wait for it, so the other side always sees the
- * start first.
+ * start first. A change goes to the other side once, for all the watches
+ * there that get it, encoded once for every port (with the `DeltaCodec`
+ * given) in shared memory.
  *
  * @since 0.1.0
  */
 import type { MessagePort } from "node:worker_threads"
 import { Context, Effect, Fiber, Scope } from "effect"
+import type { StoreStats } from "../../core/server/ClusterStore.ts"
 import type { ClusterApi, WatchDelta, WatchRequest } from "../../ports/ClusterApi.ts"
 import type { DiscoveryError } from "../../ports/DiscoveryError.ts"
-import { fromWireUpdate, type Reply, type Request, toWireError, type WireUpdate } from "./protocol.ts"
+import { Outbox } from "./Outbox.ts"
+import {
+  type DeltaCodec,
+  type EncodedDelta,
+  fromWireUpdate,
+  type Reply,
+  type Request,
+  type TokenReservations,
+  toWireError,
+  type WireUpdate
+} from "./protocol.ts"
+
+/**
+ * What a host serves besides the `ClusterApi`.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface HostOptions {
+  /** The buckets of the rate limiter the other side's calls take tokens from (`reserve` and `release`). */
+  readonly limiter?: TokenReservations | undefined
+  /** Encodes each delta once for every port (the other side needs the same codec); without it deltas are cloned. */
+  readonly codec?: DeltaCodec | undefined
+  /** The state's counts, for the other side's landing page. */
+  readonly stats?: Effect.Effect<StoreStats> | undefined
+}
+
+/** The last deltas encoded, for every port of this thread: each is encoded once however many ports relay it. */
+const encodings = new WeakMap<WatchDelta, EncodedDelta>()
+
+/** `delta`'s bytes in shared memory, encoded on first use. */
+const sharedEncoding = (codec: DeltaCodec, delta: WatchDelta, epoch: string): EncodedDelta => {
+  let encoded = encodings.get(delta)
+  if (encoded === undefined) {
+    const forms = codec.encode(delta, epoch)
+    const bytes = new Uint8Array(new SharedArrayBuffer(forms.bytes.length))
+    bytes.set(forms.bytes)
+    encoded = { bytes, plainLength: forms.plainLength }
+    encodings.set(delta, encoded)
+  }
+  return encoded
+}
+
+/** A delta on its way to the other side, with the watches there it is for. */
+interface Grouped {
+  readonly ids: Array<number>
+  readonly encoded: EncodedDelta
+}
+
+/**
+ * A running host.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface Host {
+  /** The watches it relays now. */
+  readonly watches: () => number
+}
 
 /**
  * Serves `api` on `port` until the scope closes; then every watch it relays
@@ -20,14 +81,36 @@ import { fromWireUpdate, type Reply, type Request, toWireError, type WireUpdate 
  * @category constructors
  * @since 0.1.0
  */
-export const serve = (api: ClusterApi["Service"], port: MessagePort): Effect.Effect<void, never, Scope.Scope> =>
+export const serve = (
+  api: ClusterApi["Service"],
+  port: MessagePort,
+  options: HostOptions = {}
+): Effect.Effect<Host, never, Scope.Scope> =>
   Effect.gen(function* () {
     const subscribe = api.subscribe
     if (subscribe === undefined) return yield* Effect.die(new Error("the served ClusterApi has no push-form watch"))
     const runFork = Effect.runForkWith(Context.omit(Scope.Scope)(yield* Effect.context<never>()))
     const watches = new Map<number, Fiber.Fiber<unknown, unknown>>()
-    const post = (reply: Reply) => port.postMessage(reply)
+    const grouped = new Map<WatchDelta, Grouped>()
+    const outbox = new Outbox<Reply>(port, () => grouped.clear())
+    const codec = options.codec
+    const post = (reply: Reply) => outbox.push(reply)
     const failed = (id: number) => (error: DiscoveryError) => Effect.sync(() => post({ id, error: toWireError(error) }))
+
+    /** Sends `delta` to watch `id`: with the other watches of this turn that get it, when it can be encoded. */
+    const relay = (id: number, delta: WatchDelta, epoch: string | undefined) => {
+      if (codec === undefined || epoch === undefined || epoch === "") {
+        post({ id, delta })
+        return
+      }
+      let group = grouped.get(delta)
+      if (group === undefined) {
+        group = { ids: [], encoded: sharedEncoding(codec, delta, epoch) }
+        grouped.set(delta, group)
+        post(group)
+      }
+      group.ids.push(id)
+    }
 
     const unary = (
       message: Extract<Request, { readonly request: unknown }>
@@ -41,6 +124,8 @@ export const serve = (api: ClusterApi["Service"], port: MessagePort): Effect.Eff
           return api.affiliateDelete(message.request as Parameters<typeof api.affiliateDelete>[0])
         case "list":
           return api.list(message.request as Parameters<typeof api.list>[0])
+        case "stats":
+          return options.stats ?? Effect.die(new Error("this host serves no stats"))
         default:
           return Effect.die(new Error(`not a unary operation: ${message.op}`))
       }
@@ -50,40 +135,61 @@ export const serve = (api: ClusterApi["Service"], port: MessagePort): Effect.Eff
       Effect.scoped(
         Effect.gen(function* () {
           let early: Array<WatchDelta> | undefined = []
+          let epoch: string | undefined
           const start = yield* subscribe(request, {
             offer: (delta) => {
-              if (early === undefined) post({ id, delta })
+              if (early === undefined) relay(id, delta, epoch)
               else early.push(delta)
               return true
             },
             end: (error) => post({ id, end: toWireError(error) })
           })
+          epoch = start.epoch
           post({ id, start })
-          for (const delta of early ?? []) post({ id, delta })
+          for (const delta of early ?? []) relay(id, delta, epoch)
           early = undefined
           return yield* Effect.never
         })
       ).pipe(Effect.catch(failed(id)))
 
-    const onMessage = (message: Request) => {
-      if (message.op === "cancel") {
-        const fiber = watches.get(message.id)
-        watches.delete(message.id)
-        if (fiber !== undefined) runFork(Fiber.interrupt(fiber))
-        return
+    const limiter = options.limiter
+
+    const onRequest = (message: Request) => {
+      switch (message.op) {
+        case "cancel": {
+          const fiber = watches.get(message.id)
+          watches.delete(message.id)
+          if (fiber !== undefined) runFork(Fiber.interrupt(fiber))
+          return
+        }
+        case "watch": {
+          const fiber = runFork(watch(message.id, message.request as WatchRequest))
+          watches.set(message.id, fiber)
+          fiber.addObserver(() => watches.delete(message.id))
+          return
+        }
+        case "reserve":
+          // without a limiter every call may go at once
+          if (limiter === undefined) post({ id: message.id, ok: 0 })
+          else {
+            const id = message.id
+            runFork(Effect.map(limiter.reserve(message.key, message.timeoutMillis), (wait) => post({ id, ok: wait })))
+          }
+          return
+        case "release":
+          if (limiter !== undefined) runFork(limiter.release(message.key))
+          return
+        default:
+          runFork(
+            unary(message).pipe(
+              Effect.flatMap((ok) => Effect.sync(() => post({ id: message.id, ok }))),
+              Effect.catch(failed(message.id))
+            )
+          )
       }
-      if (message.op === "watch") {
-        const fiber = runFork(watch(message.id, message.request as WatchRequest))
-        watches.set(message.id, fiber)
-        fiber.addObserver(() => watches.delete(message.id))
-        return
-      }
-      runFork(
-        unary(message).pipe(
-          Effect.flatMap((ok) => Effect.sync(() => post({ id: message.id, ok }))),
-          Effect.catch(failed(message.id))
-        )
-      )
+    }
+    const onMessage = (batch: ReadonlyArray<Request>) => {
+      for (const message of batch) onRequest(message)
     }
 
     port.on("message", onMessage)
@@ -95,4 +201,5 @@ export const serve = (api: ClusterApi["Service"], port: MessagePort): Effect.Eff
         port.close()
       })
     )
+    return { watches: () => watches.size }
   })

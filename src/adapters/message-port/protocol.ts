@@ -2,11 +2,12 @@
  * The messages of `ClusterApi` over a `MessagePort` (between worker threads
  * and the thread that owns the state): each request carries an ID, and every
  * reply names the request it answers. Values are structured-cloned, so a
- * Duration travels as milliseconds and an error as its tag and fields.
+ * Duration travels as milliseconds and an error as its tag and fields; each
+ * side posts what one turn of its event loop produced as one message.
  *
  * @since 0.1.0
  */
-import { Duration } from "effect"
+import { Duration, type Effect } from "effect"
 import type { AffiliateUpdateRequest, WatchDelta, WatchStart } from "../../ports/ClusterApi.ts"
 import {
   type DiscoveryError,
@@ -23,10 +24,14 @@ import {
  * @category models
  * @since 0.1.0
  */
-export type UnaryOperation = "hello" | "affiliateUpdate" | "affiliateDelete" | "list"
+export type UnaryOperation = "hello" | "affiliateUpdate" | "affiliateDelete" | "list" | "stats"
 
 /**
- * What the side without the state sends.
+ * What the side without the state sends: the operations of `ClusterApi` and
+ * the state's counts (`stats`, for a landing page), a watch's cancellation, and the token reservations of a rate limiter whose
+ * buckets the owner holds (`reserve` answers the wait in milliseconds, as
+ * `RateLimiter.reserve`; `release` has no answer). Requests travel in
+ * batches: each message on the port is an array of them.
  *
  * @category models
  * @since 0.1.0
@@ -35,9 +40,14 @@ export type Request =
   | { readonly id: number; readonly op: UnaryOperation; readonly request: unknown }
   | { readonly id: number; readonly op: "watch"; readonly request: unknown }
   | { readonly id: number; readonly op: "cancel" }
+  | { readonly id: number; readonly op: "reserve"; readonly key: string; readonly timeoutMillis: number }
+  | { readonly id: number; readonly op: "release"; readonly key: string }
 
 /**
- * What the owner of the state answers.
+ * What the owner of the state answers, in batches as the requests. A delta
+ * goes once to each thread, encoded (`EncodedDelta`, in shared memory) with
+ * the IDs of every watch of that thread it is for; a delta of a watch
+ * without an epoch goes as it is.
  *
  * @category models
  * @since 0.1.0
@@ -47,7 +57,47 @@ export type Reply =
   | { readonly id: number; readonly error: WireError }
   | { readonly id: number; readonly start: WatchStart }
   | { readonly id: number; readonly delta: WatchDelta }
+  | { readonly ids: ReadonlyArray<number>; readonly encoded: EncodedDelta }
   | { readonly id: number; readonly end: WireError }
+
+/**
+ * A delta as one thread encodes it for the others: its message with its
+ * position, whose first `plainLength` bytes are the message without it
+ * (for the gRPC transport, a WatchResponse; see `encodedDelta.ts` there).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface EncodedDelta {
+  readonly bytes: Uint8Array
+  readonly plainLength: number
+}
+
+/**
+ * How deltas cross the port as bytes: the owner encodes each once, the other
+ * side reads it back once for all its watches. Without one, deltas are
+ * structured-cloned for each watch.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface DeltaCodec {
+  readonly encode: (delta: WatchDelta, epoch: string) => EncodedDelta
+  readonly decode: (encoded: EncodedDelta) => WatchDelta
+}
+
+/**
+ * A rate limiter's token reservations (as `RateLimiter` of the gRPC
+ * adapter): `reserve` gives 0 when a token was taken, the milliseconds
+ * until the reserved one is due, or -1 when none could be had in time.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface TokenReservations {
+  readonly reserve: (key: string, timeoutMillis: number) => Effect.Effect<number>
+  readonly release: (key: string) => Effect.Effect<void>
+}
 
 /**
  * A tagged error as it crosses the port.
