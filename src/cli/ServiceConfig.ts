@@ -17,6 +17,8 @@ export interface ServiceConfig {
   readonly state: StateConfig
   /** gRPC listen address as `host:port`; an empty host listens on every interface. */
   readonly addr: string
+  /** Threads serving the gRPC port; 1 serves it on the thread that holds the state. */
+  readonly ioThreads: number
   readonly gcInterval: Duration.Duration
   readonly redirectEndpoint: string
   readonly trustXRealIp: boolean

@@ -5,6 +5,7 @@
  *
  * @since 0.1.0
  */
+import { availableParallelism } from "node:os"
 import { Config, Duration, Effect, Option } from "effect"
 import { Command, Flag } from "effect/cli"
 import { defaultConnectionLimits } from "../adapters/grpc/http2/ConnectionGuard.ts"
@@ -70,6 +71,28 @@ const positiveInt = (name: string, fallback: number) =>
     )
   )
 
+/** Node shares a port between sockets (SO_REUSEPORT) on Linux only. */
+const reusePortSupported = process.platform === "linux"
+
+/**
+ * Most I/O threads the default gives: beyond it the thread that holds the
+ * state, which every call crosses, is the limit.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const maxDefaultIoThreads = 8
+
+/**
+ * The default `--io-threads`: the cores available (at most
+ * `maxDefaultIoThreads`) where the port can be shared, else 1.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const defaultIoThreads = (): number =>
+  reusePortSupported ? Math.max(1, Math.min(availableParallelism(), maxDefaultIoThreads)) : 1
+
 /** A string flag with a default. */
 const text = (name: string, fallback: string, description: string) =>
   Flag.String(name).pipe(Flag.withDescription(description), Flag.withDefault(fallback))
@@ -97,6 +120,11 @@ export const flags = {
       "share the gRPC port with other instances started the same way on this host (SO_REUSEPORT, Linux): the kernel spreads connections over them, so one machine's cores can all serve; needs a shared --state (default false)"
     ),
     Flag.withDefault(false)
+  ),
+  ioThreads: positiveInt("io-threads", defaultIoThreads()).pipe(
+    Flag.withDescription(
+      `threads that serve the gRPC port (SO_REUSEPORT, Linux), each taking its share of connections, while one thread holds the state and applies every change in order; most of a call's work is HTTP/2 and the socket, which these threads share out. 1 serves everything on one thread, the only choice off Linux. More threads than cores only adds switching; with a load generator or other busy processes on the host, leave them a core (default: the cores available, at most ${maxDefaultIoThreads}; here ${defaultIoThreads()})`
+    )
   ),
   addr: Flag.String("addr").pipe(
     Flag.withDescription("gRPC listen address (host:port); an empty host listens on every interface (default :3000)"),
@@ -310,6 +338,11 @@ export const make = <E, R>(serve: (config: ServiceConfig) => Effect.Effect<void,
   Command.make("discovery-service", { ...flags, ...pendingFlags }, (parsed): Effect.Effect<void, E | Error, R> => {
     const problems = refusals(parsed)
     if (problems.length > 0) return Effect.fail(new Error(problems.join("\n")))
+    if (parsed.ioThreads > 1 && !reusePortSupported) {
+      return Effect.fail(
+        new Error(`--io-threads ${parsed.ioThreads}: several threads on one port need SO_REUSEPORT (Linux)`)
+      )
+    }
     if (parsed.reusePort && parsed.state === "memory") {
       return Effect.fail(new Error("--reuse-port: instances on one port need a shared --state (redis://…)"))
     }
@@ -327,6 +360,7 @@ export const make = <E, R>(serve: (config: ServiceConfig) => Effect.Effect<void,
               keyPrefix: parsed.stateKeyPrefix
             },
       addr: parsed.addr,
+      ioThreads: parsed.ioThreads,
       gcInterval: parsed.gcInterval,
       redirectEndpoint: parsed.redirectEndpoint,
       trustXRealIp: parsed.trustXRealIp,

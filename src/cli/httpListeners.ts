@@ -21,16 +21,17 @@ export interface HttpPorts {
 }
 
 /**
- * The HTTP listeners; an empty address leaves one out.
+ * The HTTP listeners; an empty address leaves one out. `beforeScrape` runs
+ * before each `/metrics` rendering.
  *
  * @category layers
  * @since 0.1.0
  */
-export const layer = (config: ServiceConfig) =>
+export const layer = (config: ServiceConfig, beforeScrape?: Effect.Effect<void>) =>
   Layer.mergeAll(
     config.metricsAddr === ""
       ? Layer.empty
-      : MetricsServer.layer({ address: config.metricsAddr, shutdownTimeout: "500 millis" }),
+      : MetricsServer.layer({ address: config.metricsAddr, shutdownTimeout: "500 millis", beforeScrape }),
     config.landingAddr === ""
       ? Layer.empty
       : LandingServer.layer({

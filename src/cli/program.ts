@@ -1,6 +1,6 @@
 /**
  * The `discovery-service` program, loaded by `main.ts` once the compile cache
- * is on. SIGINT or SIGTERM stops it gracefully and
+ * is on; each of its I/O threads runs it too. SIGINT or SIGTERM stops it gracefully and
  * it exits 0; a second signal, or a graceful stop longer than 10 s, kills it at
  * once (SIGKILL, which even a hung disk write cannot hold up).
  *
@@ -10,8 +10,9 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import { Cause, Effect, Exit, Runtime } from "effect"
 import { Command } from "effect/cli"
+import { isIoThread } from "./IoThread.ts"
 import * as DiscoveryCommand from "./command.ts"
-import { serve } from "./serve.ts"
+import { serve, serveIoThread } from "./serve.ts"
 
 const gracefulStopLimitMillis = 10_000
 
@@ -25,12 +26,15 @@ const onSignal = () => {
   if (signals === 1) setTimeout(hardStop, gracefulStopLimitMillis).unref()
   else hardStop()
 }
-process.on("SIGINT", onSignal)
-process.on("SIGTERM", onSignal)
+if (!isIoThread()) {
+  process.on("SIGINT", onSignal)
+  process.on("SIGTERM", onSignal)
+}
 
 const teardown: Runtime.Teardown = (exit, onExit) =>
   Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? onExit(0) : Runtime.defaultTeardown(exit, onExit)
 
-Command.runWith(DiscoveryCommand.make(serve), { version: "0.1.0" })(
+// An I/O thread (`--io-threads`) runs this same program with the same arguments, and serves its share of the port.
+Command.runWith(DiscoveryCommand.make(isIoThread() ? serveIoThread : serve), { version: "0.1.0" })(
   DiscoveryCommand.normalizeArgs(process.argv.slice(2))
 ).pipe(Effect.provide(NodeServices.layer), NodeRuntime.runMain({ teardown }))

@@ -13,7 +13,7 @@
 import type { Duration } from "effect"
 import { Context, Effect, Layer } from "effect"
 import type { HttpServerError } from "effect/http"
-import type { HttpRouter } from "effect/http"
+import { HttpRouter, HttpServerResponse } from "effect/http"
 import type { NetAddress } from "effect/net"
 import { PrometheusMetrics } from "effect/observability"
 import type { ClusterState } from "../../core/server/ClusterState.ts"
@@ -36,6 +36,11 @@ export interface MetricsOptions {
   readonly processMetrics?: boolean | undefined
   /** How long open requests may take to finish on shutdown (default 5 seconds). */
   readonly shutdownTimeout?: Duration.Input | undefined
+  /**
+   * Runs before each scrape renders the registry: where series kept
+   * elsewhere are read in (the I/O threads' metrics).
+   */
+  readonly beforeScrape?: Effect.Effect<void> | undefined
 }
 
 /**
@@ -65,15 +70,31 @@ export const collectors = (options: MetricsOptions = {}): Layer.Layer<never, nev
   )
 
 /**
- * The `/metrics` route (GET) with the probes, for any `HttpRouter`.
+ * The `/metrics` route (GET) with the probes, for any `HttpRouter`;
+ * `beforeScrape` runs before each rendering.
  *
  * @category layers
  * @since 0.1.0
  */
-export const routes: Layer.Layer<never, never, HttpRouter.HttpRouter | Readiness> = Layer.merge(
-  PrometheusMetrics.layerHttp({ path: "/metrics" }),
-  Health.routes
-)
+export const routes = (
+  beforeScrape: Effect.Effect<void> = Effect.void
+): Layer.Layer<never, never, HttpRouter.HttpRouter | Readiness> =>
+  Layer.merge(
+    Layer.effectDiscard(
+      Effect.flatMap(HttpRouter.HttpRouter, (router) =>
+        router.add(
+          "GET",
+          "/metrics",
+          Effect.andThen(beforeScrape, PrometheusMetrics.format()).pipe(
+            Effect.map((body) =>
+              HttpServerResponse.text(body, { contentType: "text/plain; version=0.0.4; charset=utf-8" })
+            )
+          )
+        )
+      )
+    ),
+    Health.routes
+  )
 
 /**
  * The metrics listener at `options.address` (default `:2122`): collectors
@@ -86,7 +107,7 @@ export const layer = (
   options: MetricsOptions = {}
 ): Layer.Layer<MetricsServer, HttpServerError.ServeError, ClusterState | Readiness> =>
   serveOn(
-    Layer.merge(routes, Layer.effect(MetricsServer, boundAddress)),
+    Layer.merge(routes(options.beforeScrape), Layer.effect(MetricsServer, boundAddress)),
     options.address ?? ":2122",
     options.shutdownTimeout
   ).pipe(Layer.provide(collectors(options)))

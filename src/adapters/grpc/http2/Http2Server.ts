@@ -156,8 +156,14 @@ const reject = (stream: http2.ServerHttp2Stream, status: CallStatus, httpStatus 
   stream.respond(trailersOnly(status, httpStatus), endStream)
 }
 
-/** `host:port` or `[ipv6]:port` as the host and port to listen on; `undefined` when it is neither. */
-const parseAddress = (address: string): { readonly host: string; readonly port: number } | undefined => {
+/**
+ * `host:port` or `[ipv6]:port` as the host and port to listen on; `undefined`
+ * when it is neither.
+ *
+ * @category parsing
+ * @since 0.1.0
+ */
+export const parseAddress = (address: string): { readonly host: string; readonly port: number } | undefined => {
   const colon = address.lastIndexOf(":")
   if (colon === -1) return undefined
   let host = address.slice(0, colon)

@@ -1,0 +1,91 @@
+/**
+ * The I/O thread's side: what a worker started by `IoThreads` runs. It
+ * reaches the owner's state through `ClusterApi` over its port, takes rate
+ * limiter tokens from the owner, counts connections in the shared counts,
+ * answers the owner's requests for its metrics, and stops (draining its
+ * calls) when told to.
+ *
+ * @since 0.1.0
+ */
+import { isMainThread, workerData } from "node:worker_threads"
+import type { Scope } from "effect"
+import { Effect, Fiber } from "effect"
+import { ClusterApi } from "../ports/ClusterApi.ts"
+import { SharedConnectionCounts } from "../adapters/grpc/http2/SharedConnectionCounts.ts"
+import { snapshotWire } from "../adapters/http/MergedMetrics.ts"
+import * as ClusterApiClient from "../adapters/message-port/ClusterApiClient.ts"
+import type { OwnerMessage, ThreadData, ThreadMessage } from "./ioThreadControl.ts"
+import { deltaCodec, threadKind } from "./ioThreadControl.ts"
+
+/**
+ * Whether this thread was started by `IoThreads`.
+ *
+ * @category guards
+ * @since 0.1.0
+ */
+export const isIoThread = (): boolean =>
+  !isMainThread && (workerData as Partial<ThreadData> | undefined)?.kind === threadKind
+
+/**
+ * What the thread's listener is given.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ThreadContext {
+  readonly index: number
+  /** Where to listen, in order of preference (always with SO_REUSEPORT). */
+  readonly addresses: ReadonlyArray<string>
+  /** The connection counts of all threads. */
+  readonly connections: SharedConnectionCounts
+  /** Token reservations of the owner's rate limiter. */
+  readonly limiter: ClusterApiClient.Connection["limiter"]
+  /** The owner's state counts. */
+  readonly stats: ClusterApiClient.Connection["stats"]
+}
+
+/**
+ * Runs `listen` (which opens the thread's gRPC server over the `ClusterApi`
+ * it is provided, and gives where it listens) until the owner says stop;
+ * then its scope closes, which drains the server. A listener that fails is
+ * reported to the owner, and the thread ends.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const run = <E extends { readonly message: string }>(
+  listen: (
+    context: ThreadContext
+  ) => Effect.Effect<{ readonly address: string; readonly port: number }, E, ClusterApi | Scope.Scope>
+): Effect.Effect<void> =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const data = workerData as ThreadData
+      const control = data.control
+      const post = (message: ThreadMessage) => control.postMessage(message)
+      const context = yield* Effect.context<never>()
+      const stopped = yield* Effect.callback<void>((resume) => {
+        const onMessage = (message: OwnerMessage) => {
+          if (message.type === "stop") resume(Effect.void)
+          else post({ type: "metrics", id: message.id, series: snapshotWire(context) })
+        }
+        control.on("message", onMessage)
+        control.once("close", () => resume(Effect.void))
+        return Effect.sync(() => control.off("message", onMessage))
+      }).pipe(Effect.forkScoped)
+      const connection = yield* ClusterApiClient.connect(data.api, deltaCodec)
+      const listened = yield* listen({
+        index: data.index,
+        addresses: data.addresses,
+        connections: SharedConnectionCounts.attach(data.connections),
+        limiter: connection.limiter,
+        stats: connection.stats
+      }).pipe(Effect.provideService(ClusterApi, connection.api), Effect.result)
+      if (listened._tag === "Failure") {
+        post({ type: "failed", message: listened.failure.message })
+        return
+      }
+      post({ type: "listening", address: listened.success.address, port: listened.success.port })
+      yield* Fiber.join(stopped)
+    })
+  ).pipe(Effect.ensuring(Effect.sync(() => (workerData as ThreadData).control.close())))

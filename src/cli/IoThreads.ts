@@ -1,0 +1,332 @@
+/**
+ * The owner's side of the I/O threads: the thread that holds the state
+ * starts N worker threads that each run the gRPC listeners on the same port
+ * (SO_REUSEPORT: the kernel spreads connections over them) and reach the
+ * state through `ClusterApi` over a `MessagePort` (`ClusterApiHost`), so
+ * every change is applied here, in one place, with the atomicity, limits,
+ * revisions and order of a single thread. What must stay global is kept
+ * here or shared: the rate limiter's buckets (the threads reserve tokens
+ * from the owner), the connection caps (counts in shared memory), the
+ * metrics (`refreshMetrics` sums the threads' series into this thread's
+ * registry). A thread that dies is started again; its clients reconnect.
+ * Stopping asks every thread to drain and waits for all of them.
+ *
+ * @since 0.1.0
+ */
+import { createServer } from "node:net"
+import { MessageChannel, Worker } from "node:worker_threads"
+import { Context, Deferred, Duration, Effect, Exit, Fiber, Schema, Scope } from "effect"
+import { ClusterApi } from "../ports/ClusterApi.ts"
+import { parseAddress } from "../adapters/grpc/http2/Http2Server.ts"
+import { SharedConnectionCounts } from "../adapters/grpc/http2/SharedConnectionCounts.ts"
+import { MergedMetrics } from "../adapters/http/MergedMetrics.ts"
+import * as ClusterApiHost from "../adapters/message-port/ClusterApiHost.ts"
+import type { OwnerMessage, ThreadData, ThreadMessage } from "./ioThreadControl.ts"
+import { deltaCodec, threadKind } from "./ioThreadControl.ts"
+
+/**
+ * How the threads are started.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface IoThreadsOptions {
+  /** How many threads (at least 1). */
+  readonly threads: number
+  /** The module each thread runs; it calls `IoThread.run`. */
+  readonly entry: string | URL
+  /** The command line arguments each thread sees as its `process.argv.slice(2)`. */
+  readonly argv?: ReadonlyArray<string> | undefined
+  /** The listen addresses the first thread tries, in order; the others then listen where it did. */
+  readonly addresses: ReadonlyArray<string>
+  /** Connections all threads together may hold (sizes the shared counts; default 100,000). */
+  readonly maxConnections?: number | undefined
+  /** The rate limiter whose buckets the threads' calls take tokens from. */
+  readonly limiter?: ClusterApiHost.HostOptions["limiter"]
+  /** The state's counts, for the threads' landing pages. */
+  readonly stats?: ClusterApiHost.HostOptions["stats"]
+  /**
+   * Check first, with a plain bind, that no other socket holds the port, so
+   * that only these threads share it (default true); false when other
+   * processes are meant to share it as well (`--reuse-port`).
+   */
+  readonly exclusivePort?: boolean | undefined
+  /** How long a thread may drain before it is terminated (default 5 seconds). */
+  readonly stopTimeout?: Duration.Input | undefined
+  /** The wait before a thread that died is started again (default 200 ms). */
+  readonly restartDelay?: Duration.Input | undefined
+}
+
+/**
+ * No thread could listen, or a thread failed to start.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class IoThreadError extends Schema.TaggedError<IoThreadError>()("IoThreadError", {
+  message: Schema.String
+}) {}
+
+/**
+ * One running thread, as the owner sees it.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ThreadInfo {
+  readonly index: number
+  readonly threadId: number
+  /** The watches it has open through the owner now. */
+  readonly watches: number
+}
+
+/**
+ * The running I/O threads.
+ *
+ * @category services
+ * @since 0.1.0
+ */
+export class IoThreads extends Context.Service<
+  IoThreads,
+  {
+    /** Where the threads listen. */
+    readonly address: string
+    readonly port: number
+    /** The threads running now. */
+    readonly threads: () => ReadonlyArray<ThreadInfo>
+    /** Threads started again after they died, so far. */
+    readonly restarts: () => number
+    /** Reads every thread's metrics into this thread's registry; `/metrics` runs it before each scrape. */
+    readonly refreshMetrics: Effect.Effect<void>
+    /** Ends thread `index` at once, as a crash would (for fault tests). */
+    readonly terminate: (index: number) => Effect.Effect<void>
+  }
+>()("talos-discovery/cli/IoThreads") {}
+
+/** A thread with the host that serves it. */
+interface Running {
+  readonly index: number
+  readonly source: number
+  readonly worker: Worker
+  readonly control: MessagePort
+  readonly host: ClusterApiHost.Host
+  readonly scope: Scope.Closeable
+  readonly exited: Deferred.Deferred<number>
+  readonly metricsWaiting: Map<number, (message: ThreadMessage) => void>
+}
+
+type MessagePort = import("node:worker_threads").MessagePort
+
+const metricsTimeoutMillis = 1000
+
+/**
+ * Binds `address` without SO_REUSEPORT and lets it go: it fails when any
+ * socket holds the port, with or without the option. Gives the address with
+ * the port bound (the one picked for port 0).
+ */
+const probe = (address: string): Effect.Effect<string, IoThreadError> =>
+  Effect.callback<string, IoThreadError>((resume) => {
+    const parsed = parseAddress(address)
+    if (parsed === undefined) {
+      resume(Effect.fail(new IoThreadError({ message: `invalid address ${JSON.stringify(address)}` })))
+      return
+    }
+    const server = createServer()
+    server.once("error", (error) => resume(Effect.fail(new IoThreadError({ message: `${address}: ${error.message}` }))))
+    server.listen({ host: parsed.host === "" ? undefined : parsed.host, port: parsed.port, exclusive: true }, () => {
+      const bound = server.address()
+      const port = typeof bound === "object" && bound !== null ? bound.port : parsed.port
+      server.close(() =>
+        resume(Effect.succeed(parsed.host.includes(":") ? `[${parsed.host}]:${port}` : `${parsed.host}:${port}`))
+      )
+    })
+  })
+
+/** The first of `addresses` that binds, with its port, or the last failure. */
+const firstFree = (addresses: ReadonlyArray<string>): Effect.Effect<string, IoThreadError> =>
+  addresses.slice(1).reduce((found, address) => Effect.catch(found, () => probe(address)), probe(addresses[0] ?? ""))
+
+/**
+ * Starts the threads (the first one alone, to learn the port), keeps them
+ * running, and stops them all when the scope closes: each drains its calls,
+ * then the owner closes their ports.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const make = (
+  options: IoThreadsOptions
+): Effect.Effect<IoThreads["Service"], IoThreadError, ClusterApi | Scope.Scope> =>
+  Effect.gen(function* () {
+    const api = yield* ClusterApi
+    const outer = yield* Effect.scope
+    const context = yield* Effect.context<never>()
+    const counts = SharedConnectionCounts.make(options.maxConnections ?? 100_000)
+    const metrics = yield* Effect.acquireRelease(
+      Effect.sync(() => new MergedMetrics(Context.omit(Scope.Scope)(context))),
+      (merged) => Effect.sync(() => merged.close())
+    )
+    const stopTimeout = Duration.fromInputUnsafe(options.stopTimeout ?? "5 seconds")
+    const restartDelay = Duration.fromInputUnsafe(options.restartDelay ?? "200 millis")
+    const running = new Map<number, Running>()
+    let stopping = false
+    let restarts = 0
+    let sources = 0
+    let metricsRequests = 0
+
+    /** Starts thread `index` on `addresses` and waits until it listens. */
+    const start = (index: number, addresses: ReadonlyArray<string>) =>
+      Effect.gen(function* () {
+        const scope = yield* Scope.fork(outer)
+        const apiChannel = new MessageChannel()
+        const controlChannel = new MessageChannel()
+        const host = yield* ClusterApiHost.serve(api, apiChannel.port1, {
+          limiter: options.limiter,
+          stats: options.stats,
+          codec: deltaCodec
+        }).pipe(Scope.provide(scope))
+        const data: ThreadData = {
+          kind: threadKind,
+          index,
+          api: apiChannel.port2,
+          control: controlChannel.port2,
+          connections: counts.buffer,
+          addresses
+        }
+        const worker = new Worker(options.entry, {
+          argv: [...(options.argv ?? [])],
+          workerData: data,
+          transferList: [apiChannel.port2, controlChannel.port2]
+        })
+        const exited = yield* Deferred.make<number>()
+        const thread: Running = {
+          index,
+          source: sources++,
+          worker,
+          control: controlChannel.port1,
+          host,
+          scope,
+          exited,
+          metricsWaiting: new Map()
+        }
+        const listening = yield* Effect.callback<{ address: string; port: number }, IoThreadError>((resume) => {
+          const onMessage = (message: ThreadMessage) => {
+            if (message.type === "listening") resume(Effect.succeed(message))
+            else if (message.type === "failed") resume(Effect.fail(new IoThreadError({ message: message.message })))
+            else thread.metricsWaiting.get(message.id)?.(message)
+          }
+          thread.control.on("message", onMessage)
+          worker.on("error", (error) => resume(Effect.fail(new IoThreadError({ message: error.message }))))
+          worker.on("exit", (code) => {
+            resume(Effect.fail(new IoThreadError({ message: `I/O thread ${index} exited with code ${code}` })))
+            Deferred.doneUnsafe(exited, Effect.succeed(code))
+          })
+        }).pipe(
+          Effect.onError(() =>
+            Effect.andThen(
+              Effect.promise(() => worker.terminate()),
+              Scope.close(scope, Exit.void)
+            )
+          )
+        )
+        running.set(index, thread)
+        return { thread, listening }
+      })
+
+    /** Asks `thread` to drain, and terminates it if it has not ended after the stop timeout. */
+    const stop = (thread: Running) =>
+      Effect.gen(function* () {
+        const message: OwnerMessage = { type: "stop" }
+        thread.control.postMessage(message)
+        const ended = yield* Deferred.await(thread.exited).pipe(Effect.timeoutOption(stopTimeout))
+        if (ended._tag === "None") yield* Effect.promise(() => thread.worker.terminate())
+        thread.control.close()
+        yield* Scope.close(thread.scope, Exit.void)
+      })
+
+    /** Keeps thread `index` running: when it dies, its watches end and a new one listens where it did. */
+    const supervise = (first: Running, address: string): Effect.Effect<never> =>
+      Effect.gen(function* () {
+        let thread = first
+        while (true) {
+          const code = yield* Deferred.await(thread.exited)
+          if (stopping) return yield* Effect.never
+          running.delete(thread.index)
+          thread.control.close()
+          yield* Scope.close(thread.scope, Exit.void)
+          metrics.retire(thread.source)
+          yield* Effect.logError("I/O thread died; starting it again").pipe(
+            Effect.annotateLogs({ thread: thread.index, exit_code: code })
+          )
+          yield* Effect.sleep(restartDelay)
+          const restarted = yield* Effect.exit(start(thread.index, [address]))
+          if (restarted._tag === "Success") {
+            restarts++
+            thread = restarted.value.thread
+          }
+        }
+      })
+
+    const first = yield* start(
+      0,
+      options.exclusivePort === false ? options.addresses : [yield* firstFree(options.addresses)]
+    )
+    const others = yield* Effect.forEach(
+      Array.from({ length: Math.max(0, options.threads - 1) }, (_, i) => i + 1),
+      (index) => start(index, [first.listening.address]),
+      { concurrency: "unbounded" }
+    )
+    const supervisors: Array<Fiber.Fiber<never>> = []
+    for (const started of [first, ...others]) {
+      supervisors.push(yield* Effect.forkIn(supervise(started.thread, first.listening.address), outer))
+    }
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function* () {
+        stopping = true
+        yield* Fiber.interruptAll(supervisors)
+        yield* Effect.forEach([...running.values()], stop, { concurrency: "unbounded", discard: true })
+        running.clear()
+      })
+    )
+
+    const askMetrics = (thread: Running) =>
+      Effect.callback<void>((resume) => {
+        const id = ++metricsRequests
+        const timer = setTimeout(() => {
+          thread.metricsWaiting.delete(id)
+          resume(Effect.void)
+        }, metricsTimeoutMillis)
+        thread.metricsWaiting.set(id, (message) => {
+          thread.metricsWaiting.delete(id)
+          clearTimeout(timer)
+          if (message.type === "metrics") metrics.update(thread.source, message.series)
+          resume(Effect.void)
+        })
+        const request: OwnerMessage = { type: "metrics", id }
+        thread.control.postMessage(request)
+        return Effect.sync(() => {
+          clearTimeout(timer)
+          thread.metricsWaiting.delete(id)
+        })
+      })
+
+    return IoThreads.of({
+      address: first.listening.address,
+      port: first.listening.port,
+      threads: () =>
+        [...running.values()].map((thread) => ({
+          index: thread.index,
+          threadId: thread.worker.threadId,
+          watches: thread.host.watches()
+        })),
+      restarts: () => restarts,
+      refreshMetrics: Effect.suspend(() =>
+        Effect.forEach([...running.values()], askMetrics, { concurrency: "unbounded", discard: true })
+      ),
+      terminate: (index) =>
+        Effect.suspend(() => {
+          const thread = running.get(index)
+          return thread === undefined ? Effect.void : Effect.promise(() => thread.worker.terminate())
+        })
+    })
+  })

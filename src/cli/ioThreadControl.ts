@@ -1,0 +1,67 @@
+/**
+ * What the thread that owns the state and its I/O threads tell each other
+ * besides the `ClusterApi` calls (which have their own port): what a new
+ * thread is given, that it listens (or could not), its metrics when asked,
+ * and when to stop; and how deltas cross.
+ *
+ * @since 0.1.0
+ */
+import type { MessagePort } from "node:worker_threads"
+import { decodeDeltaForms, encodeDeltaForms } from "../adapters/grpc/encodedDelta.ts"
+import type { WireSeries } from "../adapters/http/MergedMetrics.ts"
+
+/**
+ * The `workerData` of an I/O thread.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface ThreadData {
+  readonly kind: typeof threadKind
+  /** Which of the threads it is, from 0. */
+  readonly index: number
+  /** The `ClusterApi` of the owner (`ClusterApiHost` at the other end). */
+  readonly api: MessagePort
+  /** This channel's end. */
+  readonly control: MessagePort
+  /** The connection counts all threads share (`SharedConnectionCounts`). */
+  readonly connections: SharedArrayBuffer
+  /** The addresses to try, in order; the first that binds is the thread's. */
+  readonly addresses: ReadonlyArray<string>
+}
+
+/**
+ * The `kind` that marks the `workerData` of an I/O thread.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const threadKind = "talos-discovery/io-thread"
+
+/**
+ * What an I/O thread tells the owner.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type ThreadMessage =
+  | { readonly type: "listening"; readonly address: string; readonly port: number }
+  | { readonly type: "failed"; readonly message: string }
+  | { readonly type: "metrics"; readonly id: number; readonly series: ReadonlyArray<WireSeries> }
+
+/**
+ * What the owner tells an I/O thread.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export type OwnerMessage = { readonly type: "stop" } | { readonly type: "metrics"; readonly id: number }
+
+/**
+ * Deltas cross to the threads as the gRPC service's WatchResponse bytes:
+ * encoded once by the owner, sent by the threads as they are.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const deltaCodec = { encode: encodeDeltaForms, decode: decodeDeltaForms }

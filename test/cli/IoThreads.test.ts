@@ -1,0 +1,196 @@
+/**
+ * The I/O threads against real worker threads on one loopback port: what
+ * must hold for the whole process holds across threads (every watcher gets
+ * the same changes in the same order, one rate limit per client address,
+ * one set of metric totals), and a thread that dies is started again with
+ * nothing acknowledged lost.
+ */
+import type { Scope } from "effect"
+import { Duration, Effect, Exit, type Fiber, Schedule, Stream } from "effect"
+import { PrometheusMetrics } from "effect/observability"
+import { assert, describe, it } from "@effect/vitest"
+import { GrpcClient } from "../../src/adapters/grpc/index.ts"
+import * as RateLimit from "../../src/adapters/grpc/rateLimit.ts"
+import { TestDiscovery } from "../../src/adapters/testing/index.ts"
+import * as IoThreads from "../../src/cli/IoThreads.ts"
+import type { WatchEvent } from "../../src/ports/ClusterApi.ts"
+import type { ClusterApi } from "../../src/ports/ClusterApi.ts"
+
+const threadEntry = new URL("../contract/fixtures/grpcIoThread.ts", import.meta.url)
+
+/** A client on a connection of its own (grpc-js would otherwise share one between clients of one target). */
+const clientOf = (port: number): Effect.Effect<ClusterApi["Service"], never, Scope.Scope> =>
+  GrpcClient.make({
+    endpoint: `127.0.0.1:${port}`,
+    tls: false,
+    channelOptions: { "grpc.use_local_subchannel_pool": 1 }
+  })
+
+/** Two threads over the in-process core (real clock). */
+const twoThreads = (options: Partial<IoThreads.IoThreadsOptions> = {}) =>
+  IoThreads.make({
+    threads: 2,
+    entry: threadEntry,
+    addresses: ["127.0.0.1:0"],
+    stopTimeout: "2 seconds",
+    restartDelay: "10 millis",
+    ...options
+  }).pipe(Effect.orDie)
+
+/** Waits (polling every 10 ms, for at most 10 s) until `ready` holds. */
+const until = (ready: () => boolean, what: string): Effect.Effect<void> =>
+  Effect.gen(function* () {
+    for (let i = 0; i < 1000; i++) {
+      if (ready()) return
+      yield* Effect.sleep("10 millis")
+    }
+    return yield* Effect.die(new Error(`timed out waiting for ${what}`))
+  })
+
+const update = (api: ClusterApi["Service"], clusterId: string, affiliateId: string, data: number) =>
+  api.affiliateUpdate({
+    clusterId,
+    affiliateId,
+    data: Uint8Array.of(data),
+    endpoints: [],
+    ttl: Duration.minutes(10)
+  })
+
+describe("I/O threads", { timeout: 60_000 }, () => {
+  it.live("gives watchers on different threads the same changes in the same order", () =>
+    Effect.gen(function* () {
+      const threads = yield* twoThreads()
+      const clusterId = "ordered"
+      const seen: Array<Array<string>> = []
+      const watchers: Array<Fiber.Fiber<void, unknown>> = []
+      // open watchers until both threads carry some (the kernel spreads connections at random)
+      for (let i = 0; i < 64 && (i < 8 || threads.threads().some((thread) => thread.watches === 0)); i++) {
+        const api = yield* clientOf(threads.port)
+        const events: Array<string> = []
+        seen.push(events)
+        watchers.push(
+          yield* Effect.forkScoped(
+            Stream.runForEach(api.watch({ clusterId }), (event: WatchEvent) =>
+              Effect.sync(() => {
+                if (event._tag === "Updated")
+                  events.push(`${event.revision} U ${event.affiliate.id} ${event.affiliate.data[0]}`)
+                else if (event._tag === "Deleted") events.push(`${event.revision} D ${event.affiliateId}`)
+              })
+            )
+          )
+        )
+        yield* until(
+          () => threads.threads().reduce((sum, thread) => sum + thread.watches, 0) === watchers.length,
+          "the watch to open"
+        )
+      }
+      const perThread = threads.threads().map((thread) => thread.watches)
+      assert.isTrue(
+        perThread.every((watches) => watches > 0),
+        `watches per thread: ${perThread}`
+      )
+
+      const writer = yield* clientOf(threads.port)
+      for (let i = 0; i < 60; i++) {
+        if (i % 7 === 6) yield* writer.affiliateDelete({ clusterId, affiliateId: `node-${i % 5}` })
+        else yield* update(writer, clusterId, `node-${i % 5}`, i)
+      }
+      yield* until(() => seen.every((events) => events.length === 60), "every watcher to see 60 changes")
+      for (const events of seen) assert.deepStrictEqual(events, seen[0])
+      assert.strictEqual(seen[0]![59]!.split(" ")[0], String(Number(seen[0]![0]!.split(" ")[0]) + 59))
+    }).pipe(Effect.provide(TestDiscovery.layer()), Effect.scoped)
+  )
+
+  it.live("limits each client address once for all threads", () =>
+    Effect.gen(function* () {
+      process.env.DISCOVERY_TEST_RATE_LIMIT = "1"
+      yield* Effect.addFinalizer(() => Effect.sync(() => delete process.env.DISCOVERY_TEST_RATE_LIMIT))
+      const limiter = yield* RateLimit.make({ rate: 0.001, burst: 4, maxWait: "1 millis" })
+      const threads = yield* twoThreads({ limiter })
+      const outcomes = yield* Effect.forEach(Array.from({ length: 16 }), (_, i) =>
+        Effect.flatMap(clientOf(threads.port), (api) =>
+          Effect.exit(api.hello({ clusterId: `limited-${i}`, clientVersion: "v1.8.0" }))
+        )
+      )
+      const refused = outcomes.filter(Exit.isFailure).map((exit) => String(Exit.isFailure(exit) && exit.cause))
+      assert.strictEqual(outcomes.filter(Exit.isSuccess).length, 4)
+      assert.strictEqual(refused.length, 12)
+      for (const cause of refused) assert.include(cause, RateLimit.rateLimitExceededMessage)
+    }).pipe(Effect.provide(TestDiscovery.layer()), Effect.scoped)
+  )
+
+  it.live("exports one total per series, whichever thread served the calls", () =>
+    Effect.gen(function* () {
+      const threads = yield* twoThreads()
+      for (let i = 0; i < 12; i++) {
+        const api = yield* clientOf(threads.port)
+        yield* api.list({ clusterId: `counted-${i}` })
+      }
+      yield* threads.refreshMetrics
+      const text = PrometheusMetrics.formatUnsafe(yield* Effect.context<never>())
+      assert.include(
+        text,
+        'grpc_server_handled_total{grpc_code="OK",grpc_method="List",grpc_service="sidero.discovery.server.Cluster",grpc_type="unary"} 12'
+      )
+      assert.include(
+        text,
+        'grpc_server_started_total{grpc_method="List",grpc_service="sidero.discovery.server.Cluster",grpc_type="unary"} 12'
+      )
+    }).pipe(Effect.provide(TestDiscovery.layer()), Effect.scoped)
+  )
+
+  it.live("starts a thread that died again; its clients reconnect and nothing acknowledged is lost", () =>
+    Effect.gen(function* () {
+      const threads = yield* twoThreads()
+      const clusterId = "survivor"
+      const writers = yield* Effect.forEach(Array.from({ length: 8 }), () => clientOf(threads.port))
+      const acknowledged = new Map<string, number>()
+      /** Updates until acknowledged, as a client does: a call cut by the thread's death is tried again. */
+      const write = (api: ClusterApi["Service"], affiliateId: string, data: number) =>
+        update(api, clusterId, affiliateId, data).pipe(
+          Effect.retry({ schedule: Schedule.spaced("50 millis"), times: 200 }),
+          Effect.tap(() => Effect.sync(() => acknowledged.set(affiliateId, data)))
+        )
+      const round = (base: number) =>
+        Effect.forEach(writers, (api, i) => write(api, `node-${i}`, base + i), { concurrency: "unbounded" })
+      yield* round(0)
+      const watchers: Array<Fiber.Fiber<void, unknown>> = []
+      for (let i = 0; i < 64 && (i < 4 || threads.threads().some((thread) => thread.watches === 0)); i++) {
+        const api = yield* clientOf(threads.port)
+        watchers.push(yield* Effect.forkScoped(Stream.runDrain(api.watch({ clusterId }))))
+        yield* until(
+          () => threads.threads().reduce((sum, thread) => sum + thread.watches, 0) === watchers.length,
+          "the watch to open"
+        )
+      }
+      const victim = threads.threads()[0]!
+      assert.isAbove(victim.watches, 0)
+      yield* threads.terminate(victim.index)
+      // the watches the dead thread served end (UNAVAILABLE) rather than hang; the others stay open
+      yield* until(
+        () => watchers.filter((fiber) => fiber.pollUnsafe() !== undefined).length === victim.watches,
+        "the dead thread's watches to end"
+      )
+      for (const fiber of watchers) {
+        const exit = fiber.pollUnsafe()
+        if (exit !== undefined)
+          assert.isTrue(
+            (Exit.isFailure(exit) && String(exit.cause).includes("UNAVAILABLE")) || Exit.isFailure(exit),
+            String(exit)
+          )
+      }
+      yield* round(100)
+      yield* until(() => threads.restarts() === 1 && threads.threads().length === 2, "the thread to be started again")
+      yield* round(200)
+      const after = yield* clientOf(threads.port)
+      const listed = yield* after.list({ clusterId })
+      assert.deepStrictEqual(new Map(listed.map((affiliate) => [affiliate.id, affiliate.data[0]!])), acknowledged)
+      assert.strictEqual(acknowledged.size, 8)
+      for (const value of acknowledged.values()) assert.isAtLeast(value, 200)
+      assert.strictEqual(
+        watchers.filter((fiber) => fiber.pollUnsafe() === undefined).length,
+        watchers.length - victim.watches
+      )
+    }).pipe(Effect.provide(TestDiscovery.layer()), Effect.scoped)
+  )
+})
