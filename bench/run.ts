@@ -16,7 +16,7 @@
  *   --gc-interval S      GC period in the scale row (default 3)
  *   --restarts N         restarts from the snapshot in the scale row; load, start → ready and memory are their medians (default 3)
  *   --load-timeout S     most seconds the scale load may take per server (default 300)
- *   --only a,b           rows to run, of update,hello,watch,echo,core,handler,scale,redis,failover,reconnect (default all)
+ *   --only a,b           rows to run, of update,hello,watch,echo,core,handler,scale,redis,failover,reconnect,threads (default all)
  *   --redis-affiliates N affiliates loaded for the Redis memory row (default 100000)
  *   --failover-nodes N   Go nodes in the failover row (default 20)
  *   --out FILE           where to write the JSON (default bench/results/<timestamp>.json)
@@ -32,6 +32,7 @@ import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } fr
 import { tmpdir } from "node:os"
 import { relative, resolve } from "node:path"
 import { createInterface } from "node:readline"
+import { defaultIoThreads } from "../src/cli/command.ts"
 import { GoNodes } from "../test/interop/support/goNodes.ts"
 import { type LogEvent, lastEvent, parseLog, seconds } from "./logs.ts"
 import {
@@ -78,7 +79,8 @@ const allRows = [
   "scale",
   "redis",
   "failover",
-  "reconnect"
+  "reconnect",
+  "threads"
 ] as const
 type RowGroup = (typeof allRows)[number]
 const only = option("only")?.split(",") ?? [...allRows]
@@ -681,11 +683,150 @@ const redisMemory = async (port: number): Promise<number> => {
   return Number(/used_memory:(\d+)/.exec(info)?.[1] ?? Number.NaN)
 }
 
+/** A server (or several, their addresses comma-separated) measured under a name of its own. */
 interface StateTarget {
   readonly name: string
   readonly impl: Impl
   readonly address: string
   readonly pids: string
+}
+
+/**
+ * One unary load on every target, `--repeat` times interleaved: for each of
+ * ours, its calls/s, p99 and server CPU per call, each beside the original
+ * target's in the same run.
+ */
+const namedUnaryRows = async (
+  group: string,
+  targets: ReadonlyArray<StateTarget>,
+  mode: "update" | "hello",
+  callers: number,
+  prefix: string
+) => {
+  const runs = new Map<string, Array<UnaryResult>>()
+  for (let rep = 0; rep < options.repeat; rep++) {
+    const order = (turn++ + rep) % 2 === 0 ? targets : [...targets].reverse()
+    for (const target of order) {
+      log(`${prefix}: ${unaryLabel(mode, callers)}: ${target.name} (run ${rep + 1}/${options.repeat})`)
+      const result = await generator<UnaryResult>(
+        mode,
+        [
+          `-addr=${target.address}`,
+          `-callers=${callers}`,
+          `-server-pid=${target.pids}`,
+          `-prefix=${prefix}-${mode}-${target.name.replaceAll(" ", "-")}-${callers}-${rep}-${runId}`,
+          ...durationArgs()
+        ],
+        rowTimeout()
+      )
+      check(`${prefix} ${target.name}, ${mode}, ${callers} callers`, result)
+      runs.set(target.name, [...(runs.get(target.name) ?? []), result])
+    }
+  }
+  const originalRuns = runs.get("original") ?? []
+  for (const target of targets.filter((t) => t.impl === "ours")) {
+    const results = runs.get(target.name) ?? []
+    raw[`${prefix}-${mode}-${callers}-${target.name}`] = results
+    const label = `${unaryLabel(mode, callers)}, ${target.name}`
+    const throughput = row(group, `${label}: calls/s`, "calls/s", "higher")
+    put(throughput, "ours", medianOf(results.map((r) => r.perSecond)), meanCpu(results.map((r) => r.cpu)))
+    put(throughput, "original", medianOf(originalRuns.map((r) => r.perSecond)), meanCpu(originalRuns.map((r) => r.cpu)))
+    throughput.oursRuns = results.map((r) => r.perSecond)
+    throughput.originalRuns = originalRuns.map((r) => r.perSecond)
+    const p99 = row(group, `${label}: p99`, "ms", "lower")
+    put(p99, "ours", medianOf(results.map((r) => r.latency.p99Ms)))
+    put(p99, "original", medianOf(originalRuns.map((r) => r.latency.p99Ms)))
+    const cpuPerCall = (r: UnaryResult) =>
+      (((r.cpu as Cpu & { serverCpuSeconds?: number }).serverCpuSeconds ?? 0) * 1e6) / r.calls
+    const cpu = row(group, `${label}: server CPU per call`, "µs", "lower")
+    put(cpu, "ours", medianOf(results.map(cpuPerCall)))
+    put(cpu, "original", medianOf(originalRuns.map(cpuPerCall)))
+  }
+  raw[`${prefix}-${mode}-${callers}-original`] = originalRuns
+}
+
+/**
+ * The watch load on every target: update → last watcher p50 and p99 and,
+ * with `deliveries`, the sustained deliveries per second, each of ours
+ * beside the original target's.
+ */
+const namedWatchRows = async (
+  group: string,
+  targets: ReadonlyArray<StateTarget>,
+  prefix: string,
+  deliveries: boolean
+) => {
+  const watches = new Map<string, WatchResult>()
+  for (const target of targets) {
+    log(`${prefix}: watch delivery: ${target.name}`)
+    const result = await watchRun(
+      target.address,
+      target.pids,
+      `${prefix}-watch-${target.name.replaceAll(" ", "-")}-${runId}`
+    )
+    check(`${prefix} watch ${target.name}`, result)
+    raw[`${prefix}-watch-${target.name}`] = result
+    watches.set(target.name, result)
+  }
+  const originalWatch = watches.get("original")
+  for (const target of targets.filter((t) => t.impl === "ours")) {
+    const result = watches.get(target.name)
+    for (const [which, pick] of [
+      ["p50", (w: WatchResult) => w.latencyToLastWatcher.p50Ms],
+      ["p99", (w: WatchResult) => w.latencyToLastWatcher.p99Ms]
+    ] as const) {
+      const r = row(group, `watch delivery, ${target.name}: update → last watcher ${which}`, "ms", "lower")
+      put(r, "ours", result === undefined ? undefined : pick(result), result?.latencyCpu)
+      put(r, "original", originalWatch === undefined ? undefined : pick(originalWatch), originalWatch?.latencyCpu)
+    }
+    if (deliveries) {
+      const r = row(group, `watch, ${target.name}: sustained deliveries/s`, "deliveries/s", "higher")
+      put(r, "ours", result?.deliveriesPerSecond, result?.cpu)
+      put(r, "original", originalWatch?.deliveriesPerSecond, originalWatch?.cpu)
+    }
+  }
+}
+
+/** Servers started for one group of rows, each with its own flags, to be killed together at its end. */
+const serverGroup = () => {
+  const started: Array<Server> = []
+  const start = async (impl: Impl, name: string, extraArgs: ReadonlyArray<string> = []) => {
+    const { server } = await startServer(impl, name, { extraArgs })
+    started.push(server)
+    return server
+  }
+  return { start, started }
+}
+
+/**
+ * The rows of the I/O threads: every AffiliateUpdate, Hello and Watch load
+ * for our server with `--io-threads 1` and with its default, beside the
+ * original in the same run, with server CPU per call (all threads of the
+ * process).
+ */
+const threadsRows = async () => {
+  const { start, started } = serverGroup()
+  try {
+    const one = await start("ours", "threads-one", ["--io-threads=1"])
+    const standard = await start("ours", "threads-default")
+    const original = await start("original", "threads-original")
+    const targets: ReadonlyArray<StateTarget> = [
+      { name: "--io-threads 1", impl: "ours", address: one.address, pids: String(one.pid) },
+      {
+        name: `default (${defaultIoThreads()} I/O threads)`,
+        impl: "ours",
+        address: standard.address,
+        pids: String(standard.pid)
+      },
+      { name: "original", impl: "original", address: original.address, pids: String(original.pid) }
+    ]
+    const group = "I/O threads (ours: as named; original: same run)"
+    for (const callers of options.updateCallers) await namedUnaryRows(group, targets, "update", callers, "threads")
+    await namedUnaryRows(group, targets, "hello", options.helloCallers, "threads")
+    await namedWatchRows(group, targets, "threads", true)
+  } finally {
+    for (const server of started) await stop(server.child, "SIGKILL", 5000)
+  }
 }
 
 /**
@@ -697,12 +838,7 @@ interface StateTarget {
  */
 const redisRows = async () => {
   const redis = await startRedisServer()
-  const started: Array<Server> = []
-  const start = async (impl: Impl, name: string, extraArgs: ReadonlyArray<string> = []) => {
-    const { server } = await startServer(impl, name, { extraArgs })
-    started.push(server)
-    return server
-  }
+  const { start, started } = serverGroup()
   try {
     const state = (prefix: string) => [`--state=${redis.url}`, `--state-key-prefix=${prefix}`]
     const memoryOurs = await start("ours", "state-memory")
@@ -722,77 +858,8 @@ const redisRows = async () => {
       { name: "original", impl: "original", address: original.address, pids: String(original.pid) }
     ]
     const group = "State on Redis (ours: as named; original: in memory, same run)"
-    for (const callers of options.updateCallers) {
-      const runs = new Map<string, Array<UnaryResult>>()
-      for (let rep = 0; rep < options.repeat; rep++) {
-        const order = (turn++ + rep) % 2 === 0 ? targets : [...targets].reverse()
-        for (const target of order) {
-          log(`state: AffiliateUpdate, ${callers} callers: ${target.name} (run ${rep + 1}/${options.repeat})`)
-          const result = await generator<UnaryResult>(
-            "update",
-            [
-              `-addr=${target.address}`,
-              `-callers=${callers}`,
-              `-server-pid=${target.pids}`,
-              `-prefix=state-${target.name.replaceAll(" ", "-")}-${callers}-${rep}-${runId}`,
-              ...durationArgs()
-            ],
-            rowTimeout()
-          )
-          check(`state ${target.name}, ${callers} callers`, result)
-          runs.set(target.name, [...(runs.get(target.name) ?? []), result])
-        }
-      }
-      const originalRuns = runs.get("original") ?? []
-      for (const target of targets.filter((t) => t.impl === "ours")) {
-        const results = runs.get(target.name) ?? []
-        raw[`state-update-${callers}-${target.name}`] = results
-        const label = `AffiliateUpdate, ${callers} caller${callers > 1 ? "s" : ""}, ${target.name}`
-        const throughput = row(group, `${label}: calls/s`, "calls/s", "higher")
-        put(throughput, "ours", medianOf(results.map((r) => r.perSecond)), meanCpu(results.map((r) => r.cpu)))
-        put(
-          throughput,
-          "original",
-          medianOf(originalRuns.map((r) => r.perSecond)),
-          meanCpu(originalRuns.map((r) => r.cpu))
-        )
-        throughput.oursRuns = results.map((r) => r.perSecond)
-        throughput.originalRuns = originalRuns.map((r) => r.perSecond)
-        const p99 = row(group, `${label}: p99`, "ms", "lower")
-        put(p99, "ours", medianOf(results.map((r) => r.latency.p99Ms)))
-        put(p99, "original", medianOf(originalRuns.map((r) => r.latency.p99Ms)))
-        const cpuPerCall = (r: UnaryResult) =>
-          (((r.cpu as Cpu & { serverCpuSeconds?: number }).serverCpuSeconds ?? 0) * 1e6) / r.calls
-        const cpu = row(group, `${label}: server CPU per call`, "µs", "lower")
-        put(cpu, "ours", medianOf(results.map(cpuPerCall)))
-        put(cpu, "original", medianOf(originalRuns.map(cpuPerCall)))
-      }
-      raw[`state-update-${callers}-original`] = originalRuns
-    }
-    const watches = new Map<string, WatchResult>()
-    for (const target of targets) {
-      log(`state: watch delivery: ${target.name}`)
-      const result = await watchRun(
-        target.address,
-        target.pids,
-        `state-watch-${target.name.replaceAll(" ", "-")}-${runId}`
-      )
-      check(`state watch ${target.name}`, result)
-      raw[`state-watch-${target.name}`] = result
-      watches.set(target.name, result)
-    }
-    const originalWatch = watches.get("original")
-    for (const target of targets.filter((t) => t.impl === "ours")) {
-      const result = watches.get(target.name)
-      for (const [which, pick] of [
-        ["p50", (w: WatchResult) => w.latencyToLastWatcher.p50Ms],
-        ["p99", (w: WatchResult) => w.latencyToLastWatcher.p99Ms]
-      ] as const) {
-        const r = row(group, `watch delivery, ${target.name}: update → last watcher ${which}`, "ms", "lower")
-        put(r, "ours", result === undefined ? undefined : pick(result), result?.latencyCpu)
-        put(r, "original", originalWatch === undefined ? undefined : pick(originalWatch), originalWatch?.latencyCpu)
-      }
-    }
+    for (const callers of options.updateCallers) await namedUnaryRows(group, targets, "update", callers, "state")
+    await namedWatchRows(group, targets, "state", false)
     const clusters = Math.max(1, Math.round(options.redisAffiliates / options.affiliatesPerCluster))
     const before = await redisMemory(redis.port)
     log(`state: loading ${(clusters * options.affiliatesPerCluster).toLocaleString("en-US")} affiliates into Redis`)
@@ -1301,6 +1368,7 @@ const main = async () => {
     if (enabled("echo")) await echoReference()
     if (enabled("scale")) for (const impl of impls) await scaleRow(impl)
     if (enabled("redis")) await redisRows()
+    if (enabled("threads")) await threadsRows()
     if (enabled("failover")) await failoverRow()
     if (enabled("reconnect")) await reconnectRows()
   } finally {

@@ -127,78 +127,88 @@ const failure = (promise: Promise<unknown>): Promise<grpc.ServiceError> =>
  */
 const processTimeout = 30_000
 
-describe("discovery-service command", { timeout: processTimeout }, () => {
-  let server: Started
-  let client: grpc.Client
+/** The black-box tests run with the port served on the state's thread and by two I/O threads. */
+const threadChoices = [1, 2] as const
 
-  beforeAll(async () => {
-    server = await start(["--addr", "127.0.0.1:0", "--redirect-endpoint", "other.example:443"])
-    client = loadClient(server.port)
-  })
+for (const threads of threadChoices)
+  describe(`discovery-service command, --io-threads ${threads}`, { timeout: processTimeout }, () => {
+    let server: Started
+    let client: grpc.Client
 
-  afterAll(() => {
-    client?.close()
-    server?.child.kill("SIGKILL")
-  })
-
-  it("serves all five RPCs to a client that has only the proto files", async () => {
-    const hello = await call(client, "Hello", { cluster_id: "e2e", client_version: "v1.8.3" })
-    assert.deepStrictEqual([...hello.client_ip], [127, 0, 0, 1])
-    assert.strictEqual(hello.redirect.endpoint, "other.example:443")
-
-    const watch = (client as unknown as { Watch: (request: object) => grpc.ClientReadableStream<Reply> }).Watch({
-      cluster_id: "e2e"
-    })
-    const messages: Array<Reply> = []
-    watch.on("data", (message) => messages.push(message))
-    const ended = new Promise<grpc.ServiceError | undefined>((resolveEnd) => {
-      watch.on("error", (error: grpc.ServiceError) => resolveEnd(error))
-      watch.on("end", () => resolveEnd(undefined))
+    beforeAll(async () => {
+      server = await start([
+        "--addr",
+        "127.0.0.1:0",
+        "--redirect-endpoint",
+        "other.example:443",
+        `--io-threads=${threads}`
+      ])
+      client = loadClient(server.port)
     })
 
-    const endpoint = Buffer.alloc(16, 7)
-    await call(client, "AffiliateUpdate", {
-      cluster_id: "e2e",
-      affiliate_id: "node-1",
-      affiliate_data: Buffer.from("sealed"),
-      affiliate_endpoints: [endpoint],
-      ttl: { seconds: 60 }
+    afterAll(() => {
+      client?.close()
+      server?.child.kill("SIGKILL")
     })
-    const listed = await call(client, "List", { cluster_id: "e2e" })
-    assert.strictEqual(listed.affiliates.length, 1)
-    const [affiliate] = listed.affiliates
-    assert.strictEqual(affiliate?.id, "node-1")
-    assert.strictEqual(Buffer.from(affiliate!.data).toString(), "sealed")
-    assert.deepStrictEqual(Buffer.from(affiliate!.endpoints[0]!), endpoint)
 
-    await call(client, "AffiliateDelete", { cluster_id: "e2e", affiliate_id: "node-1" })
-    assert.deepStrictEqual((await call(client, "List", { cluster_id: "e2e" })).affiliates, [])
+    it("serves all five RPCs to a client that has only the proto files", async () => {
+      const hello = await call(client, "Hello", { cluster_id: "e2e", client_version: "v1.8.3" })
+      assert.deepStrictEqual([...hello.client_ip], [127, 0, 0, 1])
+      assert.strictEqual(hello.redirect.endpoint, "other.example:443")
 
-    const tooBig = await failure(
-      call(client, "AffiliateUpdate", { cluster_id: "e2e", affiliate_id: "x", affiliate_data: Buffer.alloc(2049) })
-    )
-    assert.strictEqual(tooBig.code, grpc.status.INVALID_ARGUMENT)
-    assert.strictEqual(tooBig.details, "affiliate data is too big")
-    const noCluster = await failure(call(client, "List", { cluster_id: "" }))
-    assert.strictEqual(noCluster.code, grpc.status.INVALID_ARGUMENT)
-    assert.strictEqual(noCluster.details, "cluster ID can't be empty")
+      const watch = (client as unknown as { Watch: (request: object) => grpc.ClientReadableStream<Reply> }).Watch({
+        cluster_id: "e2e"
+      })
+      const messages: Array<Reply> = []
+      watch.on("data", (message) => messages.push(message))
+      const ended = new Promise<grpc.ServiceError | undefined>((resolveEnd) => {
+        watch.on("error", (error: grpc.ServiceError) => resolveEnd(error))
+        watch.on("end", () => resolveEnd(undefined))
+      })
 
-    while (messages.length < 3) await once(watch, "data")
-    assert.deepStrictEqual(
-      messages.map((m) => [m.deleted, m.affiliates.map((a) => a.id)]),
-      [
-        [false, []],
-        [false, ["node-1"]],
-        [true, ["node-1"]]
-      ]
-    )
+      const endpoint = Buffer.alloc(16, 7)
+      await call(client, "AffiliateUpdate", {
+        cluster_id: "e2e",
+        affiliate_id: "node-1",
+        affiliate_data: Buffer.from("sealed"),
+        affiliate_endpoints: [endpoint],
+        ttl: { seconds: 60 }
+      })
+      const listed = await call(client, "List", { cluster_id: "e2e" })
+      assert.strictEqual(listed.affiliates.length, 1)
+      const [affiliate] = listed.affiliates
+      assert.strictEqual(affiliate?.id, "node-1")
+      assert.strictEqual(Buffer.from(affiliate!.data).toString(), "sealed")
+      assert.deepStrictEqual(Buffer.from(affiliate!.endpoints[0]!), endpoint)
 
-    const code = stop(server)
-    const status = await ended
-    assert.strictEqual(status?.code, grpc.status.UNAVAILABLE)
-    assert.strictEqual(await code, 0)
+      await call(client, "AffiliateDelete", { cluster_id: "e2e", affiliate_id: "node-1" })
+      assert.deepStrictEqual((await call(client, "List", { cluster_id: "e2e" })).affiliates, [])
+
+      const tooBig = await failure(
+        call(client, "AffiliateUpdate", { cluster_id: "e2e", affiliate_id: "x", affiliate_data: Buffer.alloc(2049) })
+      )
+      assert.strictEqual(tooBig.code, grpc.status.INVALID_ARGUMENT)
+      assert.strictEqual(tooBig.details, "affiliate data is too big")
+      const noCluster = await failure(call(client, "List", { cluster_id: "" }))
+      assert.strictEqual(noCluster.code, grpc.status.INVALID_ARGUMENT)
+      assert.strictEqual(noCluster.details, "cluster ID can't be empty")
+
+      while (messages.length < 3) await once(watch, "data")
+      assert.deepStrictEqual(
+        messages.map((m) => [m.deleted, m.affiliates.map((a) => a.id)]),
+        [
+          [false, []],
+          [false, ["node-1"]],
+          [true, ["node-1"]]
+        ]
+      )
+
+      const code = stop(server)
+      const status = await ended
+      assert.strictEqual(status?.code, grpc.status.UNAVAILABLE)
+      assert.strictEqual(await code, 0)
+    })
   })
-})
 
 const ttls = (path: string): Map<string, number> => {
   const snapshot = fromBinary(StateSnapshotSchema, readFileSync(path))
@@ -214,80 +224,97 @@ const ttls = (path: string): Map<string, number> => {
   return result
 }
 
-describe("discovery-service operations", { timeout: processTimeout }, () => {
-  it("serves the landing page, stats, metrics and readiness next to gRPC", async () => {
-    const server = await start(["--addr", "127.0.0.1:0"], join(scratch, "ops.binpb"))
-    try {
-      const client = loadClient(server.port)
-      await call(client, "AffiliateUpdate", { cluster_id: "ops", affiliate_id: "a", ttl: { seconds: 60 } })
-      client.close()
-      const landing = await fetch(`http://127.0.0.1:${server.landingPort}/`)
-      assert.strictEqual(landing.status, 200)
-      assert.include(await landing.text(), "discovery service")
-      const stats = await fetch(`http://127.0.0.1:${server.landingPort}/stats`)
-      assert.strictEqual(await stats.text(), '{"affiliates":1}')
-      // The gRPC port serves the same site to requests that are not gRPC, as the original's does (HTTP/1.1 here).
-      const onGrpcPort = await fetch(`http://127.0.0.1:${server.port}/stats`)
-      assert.strictEqual(await onGrpcPort.text(), '{"affiliates":1}')
-      assert.include(await (await fetch(`http://127.0.0.1:${server.port}/`)).text(), "discovery service")
-      assert.strictEqual((await fetch(`http://127.0.0.1:${server.metricsPort}/readyz`)).status, 200)
-      const metrics = await (await fetch(`http://127.0.0.1:${server.metricsPort}/metrics`)).text()
-      for (const line of [
-        "discovery_state_affiliates 1",
-        'discovery_storage_operations_total{operation="load",status="success"} 1',
-        'grpc_server_handled_total{grpc_code="OK",grpc_method="AffiliateUpdate",grpc_service="sidero.discovery.server.Cluster",grpc_type="unary"} 1'
-      ]) {
-        assert.include(metrics, line)
+for (const threads of threadChoices)
+  describe(`discovery-service operations, --io-threads ${threads}`, { timeout: processTimeout }, () => {
+    const flags = ["--addr", "127.0.0.1:0", `--io-threads=${threads}`]
+
+    it("serves the landing page, stats, metrics and readiness next to gRPC", async () => {
+      const server = await start(flags, join(scratch, `ops-${threads}.binpb`))
+      try {
+        const client = loadClient(server.port)
+        await call(client, "AffiliateUpdate", { cluster_id: "ops", affiliate_id: "a", ttl: { seconds: 60 } })
+        client.close()
+        const landing = await fetch(`http://127.0.0.1:${server.landingPort}/`)
+        assert.strictEqual(landing.status, 200)
+        assert.include(await landing.text(), "discovery service")
+        const stats = await fetch(`http://127.0.0.1:${server.landingPort}/stats`)
+        assert.strictEqual(await stats.text(), '{"affiliates":1}')
+        // The gRPC port serves the same site to requests that are not gRPC, as the original's does (HTTP/1.1 here).
+        const onGrpcPort = await fetch(`http://127.0.0.1:${server.port}/stats`)
+        assert.strictEqual(await onGrpcPort.text(), '{"affiliates":1}')
+        assert.include(await (await fetch(`http://127.0.0.1:${server.port}/`)).text(), "discovery service")
+        assert.strictEqual((await fetch(`http://127.0.0.1:${server.metricsPort}/readyz`)).status, 200)
+        const metrics = await (await fetch(`http://127.0.0.1:${server.metricsPort}/metrics`)).text()
+        for (const line of [
+          "discovery_state_affiliates 1",
+          'discovery_storage_operations_total{operation="load",status="success"} 1',
+          'grpc_server_handled_total{grpc_code="OK",grpc_method="AffiliateUpdate",grpc_service="sidero.discovery.server.Cluster",grpc_type="unary"} 1'
+        ]) {
+          assert.include(metrics, line)
+        }
+        // One log stream: the request log lines of the threads that served the calls are the process's own lines.
+        const requestLineOf = () =>
+          server.lines
+            .map((line) => JSON.parse(line) as { message: string; annotations: Record<string, unknown> })
+            .find((entry) => entry.message === "/sidero.discovery.server.Cluster/AffiliateUpdate")
+        // log lines are written in batches: wait for it (at most 5 s)
+        for (let i = 0; i < 100 && requestLineOf() === undefined; i++) await new Promise((r) => setTimeout(r, 50))
+        const requestLine = requestLineOf()
+        assert.strictEqual(requestLine?.annotations.cluster_id, "ops")
+        if (threads > 1) assert.isNumber(requestLine?.annotations.thread)
+      } finally {
+        assert.strictEqual(await stop(server), 0)
       }
-    } finally {
-      assert.strictEqual(await stop(server), 0)
-    }
-  })
-
-  it("keeps affiliates, endpoints and TTLs across a restart", async () => {
-    const path = join(scratch, "restart.binpb")
-    const first = await start(["--addr", "127.0.0.1:0"], path)
-    const client = loadClient(first.port)
-    await call(client, "AffiliateUpdate", {
-      cluster_id: "restart",
-      affiliate_id: "node-1",
-      affiliate_data: Buffer.from("sealed-1"),
-      affiliate_endpoints: [Buffer.alloc(16, 1), Buffer.alloc(32, 2)],
-      ttl: { seconds: 600 }
     })
-    await call(client, "AffiliateUpdate", {
-      cluster_id: "restart",
-      affiliate_id: "node-2",
-      affiliate_data: Buffer.from("sealed-2"),
-      ttl: { seconds: 90 }
+
+    it("keeps affiliates, endpoints and TTLs across a restart", async () => {
+      const path = join(scratch, `restart-${threads}.binpb`)
+      const first = await start(flags, path)
+      const client = loadClient(first.port)
+      await call(client, "AffiliateUpdate", {
+        cluster_id: "restart",
+        affiliate_id: "node-1",
+        affiliate_data: Buffer.from("sealed-1"),
+        affiliate_endpoints: [Buffer.alloc(16, 1), Buffer.alloc(32, 2)],
+        ttl: { seconds: 600 }
+      })
+      await call(client, "AffiliateUpdate", {
+        cluster_id: "restart",
+        affiliate_id: "node-2",
+        affiliate_data: Buffer.from("sealed-2"),
+        ttl: { seconds: 90 }
+      })
+      const before = (await call(client, "List", { cluster_id: "restart" })).affiliates
+      client.close()
+      assert.strictEqual(await stop(first), 0)
+      const saved = ttls(path)
+      const savedAt = Date.now()
+
+      const second = await start(flags, path)
+      const again = loadClient(second.port)
+      const after = (await call(again, "List", { cluster_id: "restart" })).affiliates
+      again.close()
+      assert.strictEqual(await stop(second), 0)
+      const elapsed = (Date.now() - savedAt) / 1000
+
+      const byId = (list: ReadonlyArray<Affiliate>) =>
+        [...list]
+          .sort((a, b) => a.id.localeCompare(b.id))
+          .map((a) => [
+            a.id,
+            Buffer.from(a.data).toString("hex"),
+            a.endpoints.map((e) => Buffer.from(e).toString("hex"))
+          ])
+      assert.deepStrictEqual(byId(after), byId(before))
+      const resaved = ttls(path)
+      assert.deepStrictEqual([...resaved.keys()].sort(), [...saved.keys()].sort())
+      for (const [key, ttl] of saved) {
+        const lost = ttl - resaved.get(key)!
+        assert.isAtLeast(lost, 0, key)
+        assert.isAtMost(lost, elapsed + 1, key)
+      }
     })
-    const before = (await call(client, "List", { cluster_id: "restart" })).affiliates
-    client.close()
-    assert.strictEqual(await stop(first), 0)
-    const saved = ttls(path)
-    const savedAt = Date.now()
-
-    const second = await start(["--addr", "127.0.0.1:0"], path)
-    const again = loadClient(second.port)
-    const after = (await call(again, "List", { cluster_id: "restart" })).affiliates
-    again.close()
-    assert.strictEqual(await stop(second), 0)
-    const elapsed = (Date.now() - savedAt) / 1000
-
-    const byId = (list: ReadonlyArray<Affiliate>) =>
-      [...list]
-        .sort((a, b) => a.id.localeCompare(b.id))
-        .map((a) => [a.id, Buffer.from(a.data).toString("hex"), a.endpoints.map((e) => Buffer.from(e).toString("hex"))])
-    assert.deepStrictEqual(byId(after), byId(before))
-    const resaved = ttls(path)
-    assert.deepStrictEqual([...resaved.keys()].sort(), [...saved.keys()].sort())
-    for (const [key, ttl] of saved) {
-      const lost = ttl - resaved.get(key)!
-      assert.isAtLeast(lost, 0, key)
-      assert.isAtMost(lost, elapsed + 1, key)
-    }
   })
-})
 
 describe("discovery-service shutdown", { timeout: processTimeout }, () => {
   it("exits at once on a second signal while the first one's graceful stop is under way", async () => {

@@ -17,7 +17,11 @@ beforeAll(() => {
 type Start = (options?: ServerOptions) => Promise<ServerProcess>
 
 const servers: ReadonlyArray<{ readonly name: string; readonly start: () => Start }> = [
-  { name: "our server", start: () => startOurServer },
+  ...[1, 2].map((threads) => ({
+    name: `our server (--io-threads ${threads})`,
+    start: (): Start => (options) =>
+      startOurServer({ ...options, extraFlags: [...(options?.extraFlags ?? []), `--io-threads=${threads}`] })
+  })),
   { name: "the original Go server", start: () => (options) => startGoServer(binaries.discoveryService, options) }
 ]
 

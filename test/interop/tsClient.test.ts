@@ -23,7 +23,11 @@ const servers: ReadonlyArray<{
   readonly name: string
   readonly start: (options?: ServerOptions) => Promise<ServerProcess>
 }> = [
-  { name: "our server", start: (options) => startOurServer(options) },
+  ...[1, 2].map((threads) => ({
+    name: `our server (--io-threads ${threads})`,
+    start: (options?: ServerOptions) =>
+      startOurServer({ ...options, extraFlags: [...(options?.extraFlags ?? []), `--io-threads=${threads}`] })
+  })),
   { name: "the original Go server", start: (options) => startGoServer(binaries.discoveryService, options) }
 ]
 
@@ -179,7 +183,7 @@ for (const server of servers) {
           })
         )
       )
-      if (server.name === "our server") {
+      if (server.name.startsWith("our server")) {
         assert.isString(firstEvent._tag === "Snapshot" ? firstEvent.epoch : undefined)
         assert.strictEqual(resumedEvent._tag, "Resumed")
       } else {

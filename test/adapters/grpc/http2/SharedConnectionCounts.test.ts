@@ -1,5 +1,4 @@
 import { EventEmitter } from "node:events"
-import * as http2 from "node:http2"
 import * as net from "node:net"
 import { Worker } from "node:worker_threads"
 import { assert, describe, it } from "@effect/vitest"
@@ -8,6 +7,7 @@ import { Http2Server } from "../../../../src/adapters/grpc/http2/Http2Server.ts"
 import { SharedConnectionCounts } from "../../../../src/adapters/grpc/http2/SharedConnectionCounts.ts"
 import { until, within } from "./echoServer.ts"
 import type { HammerInput, HammerOutput } from "./fixtures/hammerCounts.ts"
+import { session } from "./fixtures/sessions.ts"
 
 /** An accepted socket as the guard sees it: a remote address, "close" once destroyed. */
 const fakeSocket = (remoteAddress: string) => {
@@ -37,18 +37,6 @@ const listen = (server: Http2Server, address: string) =>
   new Promise<number>((resolve, reject) =>
     server.bindAsync(address, (error, port) => (error ? reject(error) : resolve(port)))
   )
-
-/** An HTTP/2 session to 127.0.0.1, once the server's settings came, and a promise of its close. */
-const session = async (port: number) => {
-  const opened = http2.connect(`http://127.0.0.1:${port}`)
-  opened.on("error", () => {})
-  const closed = new Promise<void>((resolve) => opened.once("close", () => resolve()))
-  await new Promise<void>((resolve, reject) => {
-    opened.once("remoteSettings", () => resolve())
-    opened.once("close", () => reject(new Error("closed before its settings came")))
-  })
-  return { session: opened, closed }
-}
 
 describe("SharedConnectionCounts", () => {
   it("admits up to the total and the per-address caps, and a release makes room again", () => {

@@ -8,6 +8,7 @@ import type { FallbackListener } from "../../../../src/adapters/grpc/http2/Http2
 import { selfSigned } from "../certificates.ts"
 import { until, withServer, within } from "./echoServer.ts"
 import { call, connect, message, send, statusOf } from "./rawClient.ts"
+import { session } from "./fixtures/sessions.ts"
 
 const unary = "/test.Echo/Unary"
 const stream = "/test.Echo/Stream"
@@ -23,20 +24,6 @@ const tcp = async (port: number, localAddress = "127.0.0.1") => {
     socket.once("close", () => reject(new Error("closed before it connected")))
   })
   return { socket, closed }
-}
-
-/** An HTTP/2 session from `localAddress`, and a promise of its close. */
-const session = async (port: number, localAddress = "127.0.0.1") => {
-  const opened = http2.connect(`http://127.0.0.1:${port}`, {
-    createConnection: () => net.connect({ port, host: "127.0.0.1", localAddress })
-  })
-  opened.on("error", () => {})
-  const closed = new Promise<void>((resolve) => opened.once("close", () => resolve()))
-  await new Promise<void>((resolve, reject) => {
-    opened.once("remoteSettings", () => resolve())
-    opened.once("close", () => reject(new Error("closed before its settings came")))
-  })
-  return { session: opened, closed }
 }
 
 const goawayOf = (opened: http2.ClientHttp2Session) =>
