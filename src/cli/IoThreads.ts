@@ -1,8 +1,9 @@
 /**
  * The owner's side of the I/O threads: the thread that holds the state
- * starts N worker threads that each run the gRPC listeners on the same port
- * (SO_REUSEPORT: the kernel spreads connections over them) and reach the
- * state through `ClusterApi` over a `MessagePort` (`ClusterApiHost`), so
+ * starts worker threads that each run the gRPC listeners on the same port
+ * (SO_REUSEPORT: the kernel spreads connections over them, and over the
+ * owner's own listener when it serves the port too) and reach the state
+ * through `ClusterApi` over a `MessagePort` (`ClusterApiHost`), so
  * every change is applied here, in one place, with the atomicity, limits,
  * revisions and order of a single thread. What must stay global is kept
  * here or shared: the rate limiter's buckets (the threads reserve tokens
@@ -18,8 +19,8 @@ import { MessageChannel, Worker } from "node:worker_threads"
 import { Context, Deferred, Duration, Effect, Exit, Fiber, Schema, Scope } from "effect"
 import { ClusterApi } from "../ports/ClusterApi.ts"
 import { parseAddress } from "../adapters/grpc/http2/Http2Server.ts"
-import { SharedConnectionCounts } from "../adapters/grpc/http2/SharedConnectionCounts.ts"
-import { MergedMetrics } from "../adapters/http/MergedMetrics.ts"
+import type { SharedConnectionCounts } from "../adapters/grpc/http2/SharedConnectionCounts.ts"
+import { MergedMetrics, type WireSeries } from "../adapters/http/MergedMetrics.ts"
 import * as ClusterApiHost from "../adapters/message-port/ClusterApiHost.ts"
 import type { OwnerMessage, ThreadData, ThreadMessage } from "./ioThreadControl.ts"
 import { deltaCodec, threadKind } from "./ioThreadControl.ts"
@@ -39,18 +40,14 @@ export interface IoThreadsOptions {
   readonly argv?: ReadonlyArray<string> | undefined
   /** The listen addresses the first thread tries, in order; the others then listen where it did. */
   readonly addresses: ReadonlyArray<string>
-  /** Connections all threads together may hold (sizes the shared counts; default 100,000). */
-  readonly maxConnections?: number | undefined
+  /** The connection counts all threads share (with the main thread, when it serves the port too). */
+  readonly connections: SharedConnectionCounts
   /** The rate limiter whose buckets the threads' calls take tokens from. */
   readonly limiter?: ClusterApiHost.HostOptions["limiter"]
   /** The state's counts, for the threads' landing pages. */
   readonly stats?: ClusterApiHost.HostOptions["stats"]
-  /**
-   * Check first, with a plain bind, that no other socket holds the port, so
-   * that only these threads share it (default true); false when other
-   * processes are meant to share it as well (`--reuse-port`).
-   */
-  readonly exclusivePort?: boolean | undefined
+  /** Series of this thread's own gRPC server (in a registry of its own), summed with the threads' at each scrape. */
+  readonly ownSeries?: (() => ReadonlyArray<WireSeries>) | undefined
   /** How long a thread may drain before it is terminated (default 5 seconds). */
   readonly stopTimeout?: Duration.Input | undefined
   /** The wait before a thread that died is started again (default 200 ms). */
@@ -119,6 +116,20 @@ type MessagePort = import("node:worker_threads").MessagePort
 
 const metricsTimeoutMillis = 1000
 
+/** The metric source of the owner's own gRPC server (the threads' are numbered from 0). */
+const ownSource = -1
+
+/**
+ * `address` with `port` for its port (the one bound for port 0).
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const withPort = (address: string, port: number): string => {
+  const host = parseAddress(address)?.host ?? ""
+  return host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`
+}
+
 /**
  * Binds `address` without SO_REUSEPORT and lets it go: it fails when any
  * socket holds the port, with or without the option. Gives the address with
@@ -136,14 +147,20 @@ const probe = (address: string): Effect.Effect<string, IoThreadError> =>
     server.listen({ host: parsed.host === "" ? undefined : parsed.host, port: parsed.port, exclusive: true }, () => {
       const bound = server.address()
       const port = typeof bound === "object" && bound !== null ? bound.port : parsed.port
-      server.close(() =>
-        resume(Effect.succeed(parsed.host.includes(":") ? `[${parsed.host}]:${port}` : `${parsed.host}:${port}`))
-      )
+      server.close(() => resume(Effect.succeed(withPort(address, port))))
     })
   })
 
-/** The first of `addresses` that binds, with its port, or the last failure. */
-const firstFree = (addresses: ReadonlyArray<string>): Effect.Effect<string, IoThreadError> =>
+/**
+ * The first of `addresses` that binds without SO_REUSEPORT, with its port
+ * (the one picked for port 0), or the last failure. It fails when any
+ * socket holds the port, with or without the option, so threads that then
+ * listen there with the option share it with no other process.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const firstFreeAddress = (addresses: ReadonlyArray<string>): Effect.Effect<string, IoThreadError> =>
   addresses.slice(1).reduce((found, address) => Effect.catch(found, () => probe(address)), probe(addresses[0] ?? ""))
 
 /**
@@ -161,7 +178,7 @@ export const make = (
     const api = yield* ClusterApi
     const outer = yield* Effect.scope
     const context = yield* Effect.context<never>()
-    const counts = SharedConnectionCounts.make(options.maxConnections ?? 100_000)
+    const counts = options.connections
     const metrics = yield* Effect.acquireRelease(
       Effect.sync(() => new MergedMetrics(Context.omit(Scope.Scope)(context))),
       (merged) => Effect.sync(() => merged.close())
@@ -267,18 +284,16 @@ export const make = (
         }
       })
 
-    const first = yield* start(
-      0,
-      options.exclusivePort === false ? options.addresses : [yield* firstFree(options.addresses)]
-    )
+    const first = yield* start(0, options.addresses)
+    const where = withPort(first.listening.address, first.listening.port)
     const others = yield* Effect.forEach(
       Array.from({ length: Math.max(0, options.threads - 1) }, (_, i) => i + 1),
-      (index) => start(index, [first.listening.address]),
+      (index) => start(index, [where]),
       { concurrency: "unbounded" }
     )
     const supervisors: Array<Fiber.Fiber<never>> = []
     for (const started of [first, ...others]) {
-      supervisors.push(yield* Effect.forkIn(supervise(started.thread, first.listening.address), outer))
+      supervisors.push(yield* Effect.forkIn(supervise(started.thread, where), outer))
     }
     yield* Effect.addFinalizer(() =>
       Effect.gen(function* () {
@@ -311,7 +326,7 @@ export const make = (
       })
 
     return IoThreads.of({
-      address: first.listening.address,
+      address: where,
       port: first.listening.port,
       threads: () =>
         [...running.values()].map((thread) => ({
@@ -320,9 +335,11 @@ export const make = (
           watches: thread.host.watches()
         })),
       restarts: () => restarts,
-      refreshMetrics: Effect.suspend(() =>
-        Effect.forEach([...running.values()], askMetrics, { concurrency: "unbounded", discard: true })
-      ),
+      refreshMetrics: Effect.suspend(() => {
+        const own = options.ownSeries
+        if (own !== undefined) metrics.update(ownSource, own())
+        return Effect.forEach([...running.values()], askMetrics, { concurrency: "unbounded", discard: true })
+      }),
       terminate: (index) =>
         Effect.suspend(() => {
           const thread = running.get(index)

@@ -123,7 +123,7 @@ export const flags = {
   ),
   ioThreads: positiveInt("io-threads", defaultIoThreads()).pipe(
     Flag.withDescription(
-      `threads that serve the gRPC port (SO_REUSEPORT, Linux), each taking its share of connections, while one thread holds the state and applies every change in order; most of a call's work is HTTP/2 and the socket, which these threads share out. 1 serves everything on one thread, the only choice off Linux. More threads than cores only adds switching; with a load generator or other busy processes on the host, leave them a core (default: the cores available, at most ${maxDefaultIoThreads}; here ${defaultIoThreads()})`
+      `threads that serve the gRPC port (SO_REUSEPORT, Linux), each taking its share of connections: the main thread, which also holds the state and applies every change in order, and worker threads that reach it. Most of a call's work is HTTP/2 and the socket, which the threads share out; a call served by a worker thread also crosses to the main thread and back, which pays off when the service is busy and cores are free. 1 serves everything on the main thread, the only choice off Linux; more threads than cores only adds switching (default: the cores available, at most ${maxDefaultIoThreads}; here ${defaultIoThreads()})`
     )
   ),
   addr: Flag.String("addr").pipe(

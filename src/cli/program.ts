@@ -12,7 +12,8 @@ import { Cause, Effect, Exit, Runtime } from "effect"
 import { Command } from "effect/cli"
 import { isIoThread } from "./IoThread.ts"
 import * as DiscoveryCommand from "./command.ts"
-import { serve, serveIoThread } from "./serve.ts"
+import { loggerLayer, serve } from "./serve.ts"
+import { serveThread } from "./sharedPort.ts"
 
 const gracefulStopLimitMillis = 10_000
 
@@ -35,6 +36,12 @@ const teardown: Runtime.Teardown = (exit, onExit) =>
   Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? onExit(0) : Runtime.defaultTeardown(exit, onExit)
 
 // An I/O thread (`--io-threads`) runs this same program with the same arguments, and serves its share of the port.
-Command.runWith(DiscoveryCommand.make(isIoThread() ? serveIoThread : serve), { version: "0.1.0" })(
-  DiscoveryCommand.normalizeArgs(process.argv.slice(2))
-).pipe(Effect.provide(NodeServices.layer), NodeRuntime.runMain({ teardown }))
+Command.runWith(
+  DiscoveryCommand.make(
+    isIoThread() ? (config) => Effect.provide(serveThread(config), loggerLayer(config.debug)) : serve
+  ),
+  { version: "0.1.0" }
+)(DiscoveryCommand.normalizeArgs(process.argv.slice(2))).pipe(
+  Effect.provide(NodeServices.layer),
+  NodeRuntime.runMain({ teardown })
+)

@@ -6,27 +6,19 @@
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Exit, Layer, Logger, References, Scope } from "effect"
-import * as GrpcServer from "../adapters/grpc/GrpcServer.ts"
-import type { FallbackListener } from "../adapters/grpc/http2/Http2Server.ts"
-import type { SharedConnectionCounts } from "../adapters/grpc/http2/SharedConnectionCounts.ts"
-import * as RateLimit from "../adapters/grpc/rateLimit.ts"
+import { Duration, Effect, Layer, Logger, References } from "effect"
 import { defaultRequestBudgetBytes } from "../adapters/grpc/http2/RequestBudget.ts"
-import { defaultKeepalivePolicy } from "../adapters/grpc/http2/keepalive.ts"
-import * as Tls from "../adapters/grpc/tls.ts"
 import * as Readiness from "../adapters/http/Readiness.ts"
-import * as IoThread from "./IoThread.ts"
-import * as IoThreads from "./IoThreads.ts"
 import { FileSnapshotStore } from "../adapters/storage/index.ts"
 import { ClusterState } from "../core/server/ClusterState.ts"
 import * as DiscoveryServer from "../core/server/DiscoveryServer.ts"
 import { SnapshotService } from "../core/server/SnapshotService.ts"
-import { ClusterApi } from "../ports/ClusterApi.ts"
+import { serverOn } from "./grpcListener.ts"
 import { lazySite } from "./grpcPortSite.ts"
-import { remoteState } from "./ioThreadState.ts"
 import type * as HttpListeners from "./httpListeners.ts"
 import * as JsonLogger from "./jsonLogger.ts"
 import type { ServiceConfig } from "./ServiceConfig.ts"
+import * as SharedPort from "./sharedPort.ts"
 import { redactedUrl } from "./stateFlags.ts"
 
 /**
@@ -58,121 +50,19 @@ export const loggerLayer = (debug: boolean): Layer.Layer<never> =>
     Layer.succeed(References.MinimumLogLevel, debug ? "Debug" : "Info")
   )
 
-/** What a gRPC server of the command is given besides the settings: I/O threads share some of it. */
-interface Listening {
-  readonly addresses: ReadonlyArray<string>
-  readonly fallback: FallbackListener | undefined
-  readonly reusePort: boolean
-  readonly rateLimiter?: GrpcServer.HandlerOptions["rateLimiter"]
-  readonly sharedConnections?: SharedConnectionCounts | undefined
-}
-
-/** The http2 transport's limits of the command's settings. */
-const transportLimits = (config: ServiceConfig, listening: Listening): GrpcServer.TransportLimits => {
-  const transport = config.transport
-  return {
-    maxConcurrentStreams: transport.maxConcurrentStreams,
-    maxSessionMemoryMiB: transport.maxSessionMemoryMiB,
-    requestBudgetBytes: transport.requestBudgetBytes,
-    reusePort: listening.reusePort,
-    connections: {
-      maxConnections: transport.maxConnections,
-      maxConnectionsPerAddress: transport.maxConnectionsPerAddress,
-      handshakeTimeoutMillis: Duration.toMillis(transport.handshakeTimeout),
-      idleTimeoutMillis: Duration.toMillis(transport.idleTimeout),
-      keepalive: Duration.isZero(transport.keepaliveMinTime)
-        ? false
-        : { ...defaultKeepalivePolicy, minTimeMillis: Duration.toMillis(transport.keepaliveMinTime) },
-      shared: listening.sharedConnections
-    }
-  }
-}
-
-/** Binds the first address that works; a failed attempt's server is shut down at once. */
-const serverOn = (config: ServiceConfig, listening: Listening) =>
-  Effect.gen(function* () {
-    const outer = yield* Effect.scope
-    const tls = Tls.paths({ certificatePath: config.certificatePath, keyPath: config.keyPath })
-    if (tls instanceof Tls.TlsError) return yield* tls
-    const credentials = tls === undefined ? undefined : yield* Tls.watchedCredentials(tls.certificatePath, tls.keyPath)
-    const addresses = listening.addresses
-    for (let i = 0; ; i++) {
-      const attempt = yield* Scope.fork(outer)
-      const exit = yield* GrpcServer.make({
-        address: addresses[i]!,
-        credentials,
-        trustXRealIp: config.trustXRealIp,
-        trustXForwardedFor: config.trustFirstXForwardedFor,
-        rateLimit: config.rateLimit,
-        rateLimiter: listening.rateLimiter,
-        failureLog: config.failureLog,
-        transportLimits: transportLimits(config, listening),
-        fallback: listening.fallback,
-        shutdownTimeout: grpcStopTimeout
-      }).pipe(Scope.provide(attempt), Effect.exit)
-      if (Exit.isSuccess(exit)) return { address: addresses[i]!, port: exit.value.port }
-      yield* Scope.close(attempt, exit)
-      if (i === addresses.length - 1) return yield* Effect.failCause(exit.cause)
-    }
-  })
-
-/** How long a gRPC server drains on shutdown before its connections are cut. */
-const grpcStopTimeout = Duration.seconds(3)
-
 /**
- * The gRPC port of the command: served on this thread, or by
- * `config.ioThreads` I/O threads that reach the state here. Gives the bound
- * port, and what `/metrics` runs before each scrape.
+ * The gRPC port of the command: served on this thread, or shared with
+ * `config.ioThreads - 1` I/O threads that reach the state here. Gives the
+ * bound port, and what `/metrics` runs before each scrape.
  */
 const grpcPort = (config: ServiceConfig) =>
   Effect.gen(function* () {
     const addresses = listenAddresses(config.addr)
-    if (config.ioThreads === 1) {
-      const fallback = yield* lazySite(config)
-      const bound = yield* serverOn(config, { addresses, fallback, reusePort: config.transport.reusePort })
-      return { port: bound.port, beforeScrape: Effect.void }
-    }
-    const limiter = config.rateLimit === false ? undefined : yield* RateLimit.make(config.rateLimit)
-    const threads = yield* IoThreads.make({
-      threads: config.ioThreads,
-      entry: process.argv[1]!,
-      argv: process.argv.slice(2),
-      addresses,
-      maxConnections: config.transport.maxConnections,
-      limiter,
-      stats: (yield* ClusterState).stats,
-      exclusivePort: !config.transport.reusePort,
-      stopTimeout: Duration.sum(grpcStopTimeout, Duration.millis(500))
-    })
-    return { port: threads.port, beforeScrape: threads.refreshMetrics }
+    if (config.ioThreads > 1) return yield* SharedPort.serve(config, addresses)
+    const fallback = yield* lazySite(config)
+    const bound = yield* serverOn(config, { addresses, fallback, reusePort: config.transport.reusePort })
+    return { port: bound.port, beforeScrape: Effect.void }
   })
-
-/**
- * What an I/O thread of the command runs (`IoThread.run`): the gRPC server
- * of `config` on the thread's share of the port, over the owner's state.
- *
- * @category constructors
- * @since 0.1.0
- */
-export const serveIoThread = (config: ServiceConfig): Effect.Effect<void> =>
-  IoThread.run((thread) =>
-    Effect.gen(function* () {
-      const state = remoteState(thread, yield* ClusterApi)
-      const fallback = yield* lazySite(config).pipe(
-        Effect.provideService(ClusterState, state),
-        Effect.provide(Readiness.Readiness.layer)
-      )
-      return yield* serverOn(config, {
-        addresses: thread.addresses,
-        fallback,
-        reusePort: true,
-        rateLimiter: {
-          take: RateLimit.fromReservations(thread.limiter.reserve, thread.limiter.release).take
-        },
-        sharedConnections: thread.connections
-      })
-    }).pipe(Effect.annotateLogs({ thread: thread.index }))
-  ).pipe(Effect.provide(loggerLayer(config.debug)))
 
 /**
  * The HTTP listeners' module, loaded only when one of them is enabled: with

@@ -15,6 +15,7 @@ import { TestDiscovery } from "../../src/adapters/testing/index.ts"
 import * as IoThreads from "../../src/cli/IoThreads.ts"
 import type { WatchEvent } from "../../src/ports/ClusterApi.ts"
 import type { ClusterApi } from "../../src/ports/ClusterApi.ts"
+import { SharedConnectionCounts } from "../../src/adapters/grpc/http2/SharedConnectionCounts.ts"
 
 const threadEntry = new URL("../contract/fixtures/grpcIoThread.ts", import.meta.url)
 
@@ -32,6 +33,7 @@ const twoThreads = (options: Partial<IoThreads.IoThreadsOptions> = {}) =>
     threads: 2,
     entry: threadEntry,
     addresses: ["127.0.0.1:0"],
+    connections: SharedConnectionCounts.make(1000),
     stopTimeout: "2 seconds",
     restartDelay: "10 millis",
     ...options

@@ -1,0 +1,120 @@
+/**
+ * The gRPC port shared by threads (`--io-threads` above 1): the main thread
+ * holds the state and serves its share of the port, and `IoThreads` starts
+ * the other threads, which serve theirs over the state here (`serve`); each
+ * of those threads runs the same program, which then runs `serveThread`.
+ *
+ * The main thread's own server counts its gRPC series in a registry of its
+ * own, summed with the threads' into `/metrics` (so no series is counted in
+ * two places), while the core's series stay in the main registry.
+ *
+ * @since 0.1.0
+ */
+import { Context, Duration, Effect, Exit, Metric, Scope, Stream } from "effect"
+import { SharedConnectionCounts } from "../adapters/grpc/http2/SharedConnectionCounts.ts"
+import * as RateLimit from "../adapters/grpc/rateLimit.ts"
+import { snapshotWire } from "../adapters/http/MergedMetrics.ts"
+import * as Readiness from "../adapters/http/Readiness.ts"
+import { ClusterState } from "../core/server/ClusterState.ts"
+import { ClusterApi } from "../ports/ClusterApi.ts"
+import { grpcStopTimeout, serverOn } from "./grpcListener.ts"
+import { lazySite } from "./grpcPortSite.ts"
+import * as IoThread from "./IoThread.ts"
+import * as IoThreads from "./IoThreads.ts"
+import { remoteState } from "./ioThreadState.ts"
+import type { ServiceConfig } from "./ServiceConfig.ts"
+
+/** `api` with every operation counting its series in `registry` (the core's metrics stay in the main registry). */
+const countingIn = (api: ClusterApi["Service"], registry: Metric.MetricRegistry): ClusterApi["Service"] => {
+  const inRegistry = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+    Effect.provideService(effect, Metric.MetricRegistry, registry)
+  const subscribe = api.subscribe
+  return ClusterApi.of({
+    hello: (request) => inRegistry(api.hello(request)),
+    affiliateUpdate: (request) => inRegistry(api.affiliateUpdate(request)),
+    affiliateDelete: (request) => inRegistry(api.affiliateDelete(request)),
+    list: (request) => inRegistry(api.list(request)),
+    watch: (request) => Stream.provideService(api.watch(request), Metric.MetricRegistry, registry),
+    subscribe: subscribe === undefined ? undefined : (request, sink) => inRegistry(subscribe(request, sink))
+  })
+}
+
+/**
+ * Serves the port on this thread and `config.ioThreads - 1` I/O threads:
+ * the address is first bound without SO_REUSEPORT and let go (so a port
+ * another process holds fails the start, unless `--reuse-port` asks to share
+ * it), then this thread listens, then the threads join. On the way out all
+ * of them drain at once. Gives the port and what `/metrics` runs first.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const serve = (config: ServiceConfig, addresses: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    const outer = yield* Effect.scope
+    const candidates = config.transport.reusePort ? addresses : [yield* IoThreads.firstFreeAddress(addresses)]
+    const connections = SharedConnectionCounts.make(config.transport.maxConnections)
+    const limiter = config.rateLimit === false ? undefined : yield* RateLimit.make(config.rateLimit)
+    const ownRegistry: Metric.MetricRegistry = new Map()
+    const api = countingIn(yield* ClusterApi, yield* Metric.MetricRegistry)
+    const fallback = yield* lazySite(config)
+    const ownScope = yield* Scope.fork(outer)
+    const threadsScope = yield* Scope.fork(outer)
+    yield* Effect.addFinalizer(() =>
+      Effect.all([Scope.close(threadsScope, Exit.void), Scope.close(ownScope, Exit.void)], {
+        concurrency: 2,
+        discard: true
+      })
+    )
+    const bound = yield* serverOn(config, {
+      addresses: candidates,
+      fallback,
+      reusePort: true,
+      rateLimiter: limiter,
+      sharedConnections: connections
+    }).pipe(
+      Effect.annotateLogs({ thread: 0 }),
+      Effect.provideService(ClusterApi, api),
+      Effect.provideService(Metric.MetricRegistry, ownRegistry),
+      Scope.provide(ownScope)
+    )
+    const threads = yield* IoThreads.make({
+      threads: config.ioThreads - 1,
+      entry: process.argv[1]!,
+      argv: process.argv.slice(2),
+      addresses: [IoThreads.withPort(bound.address, bound.port)],
+      connections,
+      limiter,
+      stats: (yield* ClusterState).stats,
+      ownSeries: () => snapshotWire(Context.make(Metric.MetricRegistry, ownRegistry)),
+      stopTimeout: Duration.sum(grpcStopTimeout, Duration.millis(500))
+    }).pipe(Scope.provide(threadsScope))
+    return { port: bound.port, beforeScrape: threads.refreshMetrics }
+  })
+
+/**
+ * What an I/O thread of the command runs (`IoThread.run`): the gRPC server
+ * of `config` on the thread's share of the port, over the main thread's
+ * state, its rate limiter and the shared connection counts. Its log lines
+ * carry `thread` (from 1; the main thread's are 0).
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const serveThread = (config: ServiceConfig): Effect.Effect<void> =>
+  IoThread.run((thread) =>
+    Effect.gen(function* () {
+      const state = remoteState(thread, yield* ClusterApi)
+      const fallback = yield* lazySite(config).pipe(
+        Effect.provideService(ClusterState, state),
+        Effect.provide(Readiness.Readiness.layer)
+      )
+      return yield* serverOn(config, {
+        addresses: thread.addresses,
+        fallback,
+        reusePort: true,
+        rateLimiter: { take: RateLimit.fromReservations(thread.limiter.reserve, thread.limiter.release).take },
+        sharedConnections: thread.connections
+      })
+    }).pipe(Effect.annotateLogs({ thread: thread.index + 1 }))
+  )
