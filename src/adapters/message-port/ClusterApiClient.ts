@@ -15,9 +15,10 @@ import type { Scope } from "effect"
 import { Effect } from "effect"
 import type { StoreStats } from "../../core/server/ClusterStore.ts"
 import { watchFromSubscribe } from "../../core/server/pushedWatch.ts"
-import type { WatchRequest, WatchSink, WatchStart } from "../../ports/ClusterApi.ts"
+import type { HelloRequest, WatchRequest, WatchSink, WatchStart } from "../../ports/ClusterApi.ts"
 import { ClusterApi } from "../../ports/ClusterApi.ts"
 import { type DiscoveryError, lostUpdateMessage, SubscriptionLost, Unavailable } from "../../ports/DiscoveryError.ts"
+import { ownBytes, toWireUpdate } from "./compact.ts"
 import { Outbox } from "./Outbox.ts"
 import {
   type DeltaCodec,
@@ -25,7 +26,6 @@ import {
   type Reply,
   type Request,
   type TokenReservations,
-  toWireUpdate,
   type UnaryOperation
 } from "./protocol.ts"
 
@@ -167,7 +167,9 @@ export const connect = (
       ).pipe(Effect.map(({ start }) => start))
 
     const api = ClusterApi.of({
-      hello: call("hello"),
+      hello: call("hello", (request: HelloRequest) =>
+        request.clientAddress === undefined ? request : { ...request, clientAddress: ownBytes(request.clientAddress) }
+      ),
       affiliateUpdate: call("affiliateUpdate", toWireUpdate),
       affiliateDelete: call("affiliateDelete"),
       list: call("list"),

@@ -14,16 +14,15 @@ import { Context, Effect, Fiber, Scope } from "effect"
 import type { StoreStats } from "../../core/server/ClusterStore.ts"
 import type { ClusterApi, WatchDelta, WatchRequest } from "../../ports/ClusterApi.ts"
 import type { DiscoveryError } from "../../ports/DiscoveryError.ts"
+import { fromWireUpdate, ownAffiliate, ownBytes, ownStart, type WireUpdate } from "./compact.ts"
 import { Outbox } from "./Outbox.ts"
 import {
   type DeltaCodec,
   type EncodedDelta,
-  fromWireUpdate,
   type Reply,
   type Request,
   type TokenReservations,
-  toWireError,
-  type WireUpdate
+  toWireError
 } from "./protocol.ts"
 
 /**
@@ -100,7 +99,7 @@ export const serve = (
     /** Sends `delta` to watch `id`: with the other watches of this turn that get it, when it can be encoded. */
     const relay = (id: number, delta: WatchDelta, epoch: string | undefined) => {
       if (codec === undefined || epoch === undefined || epoch === "") {
-        post({ id, delta })
+        post({ id, delta: delta._tag === "Updated" ? { ...delta, affiliate: ownAffiliate(delta.affiliate) } : delta })
         return
       }
       let group = grouped.get(delta)
@@ -117,13 +116,17 @@ export const serve = (
     ): Effect.Effect<unknown, DiscoveryError> => {
       switch (message.op) {
         case "hello":
-          return api.hello(message.request as Parameters<typeof api.hello>[0])
+          return Effect.map(api.hello(message.request as Parameters<typeof api.hello>[0]), (response) =>
+            response.clientIp === undefined ? response : { ...response, clientIp: ownBytes(response.clientIp) }
+          )
         case "affiliateUpdate":
           return api.affiliateUpdate(fromWireUpdate(message.request as WireUpdate))
         case "affiliateDelete":
           return api.affiliateDelete(message.request as Parameters<typeof api.affiliateDelete>[0])
         case "list":
-          return api.list(message.request as Parameters<typeof api.list>[0])
+          return Effect.map(api.list(message.request as Parameters<typeof api.list>[0]), (affiliates) =>
+            affiliates.map(ownAffiliate)
+          )
         case "stats":
           return options.stats ?? Effect.die(new Error("this host serves no stats"))
         default:
@@ -145,7 +148,7 @@ export const serve = (
             end: (error) => post({ id, end: toWireError(error) })
           })
           epoch = start.epoch
-          post({ id, start })
+          post({ id, start: ownStart(start) })
           for (const delta of early ?? []) relay(id, delta, epoch)
           early = undefined
           return yield* Effect.never

@@ -1,14 +1,15 @@
 /**
  * The messages of `ClusterApi` over a `MessagePort` (between worker threads
  * and the thread that owns the state): each request carries an ID, and every
- * reply names the request it answers. Values are structured-cloned, so a
- * Duration travels as milliseconds and an error as its tag and fields; each
+ * reply names the request it answers. Values are structured-cloned (an
+ * AffiliateUpdate as one buffer, see `compact.ts`), an error as its tag and
+ * fields; each
  * side posts what one turn of its event loop produced as one message.
  *
  * @since 0.1.0
  */
-import { Duration, type Effect } from "effect"
-import type { AffiliateUpdateRequest, WatchDelta, WatchStart } from "../../ports/ClusterApi.ts"
+import type { Effect } from "effect"
+import type { WatchDelta, WatchStart } from "../../ports/ClusterApi.ts"
 import {
   type DiscoveryError,
   InvalidArgument,
@@ -110,36 +111,6 @@ export interface WireError {
   readonly message: string
   readonly code?: number | undefined
 }
-
-/**
- * An AffiliateUpdate with its TTL in milliseconds, as it crosses the port.
- *
- * @category models
- * @since 0.1.0
- */
-export type WireUpdate = Omit<AffiliateUpdateRequest, "ttl"> & { readonly ttlMillis: number }
-
-/**
- * An AffiliateUpdate as it crosses the port.
- *
- * @category codecs
- * @since 0.1.0
- */
-export const toWireUpdate = ({ ttl, ...request }: AffiliateUpdateRequest): WireUpdate => ({
-  ...request,
-  ttlMillis: Duration.toMillis(ttl)
-})
-
-/**
- * An AffiliateUpdate back from the port.
- *
- * @category codecs
- * @since 0.1.0
- */
-export const fromWireUpdate = ({ ttlMillis, ...request }: WireUpdate): AffiliateUpdateRequest => ({
-  ...request,
-  ttl: Duration.millis(ttlMillis)
-})
 
 /**
  * An error as it crosses the port.
