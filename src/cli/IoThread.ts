@@ -1,7 +1,7 @@
 /**
  * The I/O thread's side: what a worker started by `IoThreads` runs. It
  * reaches the owner's state through `ClusterApi` over its port, takes rate
- * limiter tokens from the owner, counts connections in the shared counts,
+ * limiter tokens from the owner, has each connection counted by the owner,
  * answers the owner's requests for its metrics, and stops (draining its
  * calls) when told to.
  *
@@ -11,7 +11,7 @@ import { isMainThread, workerData } from "node:worker_threads"
 import type { Scope } from "effect"
 import { Effect, Fiber } from "effect"
 import { ClusterApi } from "../ports/ClusterApi.ts"
-import { SharedConnectionCounts } from "../adapters/grpc/http2/SharedConnectionCounts.ts"
+import type { ConnectionAdmission } from "../adapters/grpc/http2/ConnectionCounts.ts"
 import { snapshotWire } from "../adapters/http/MergedMetrics.ts"
 import * as ClusterApiClient from "../adapters/message-port/ClusterApiClient.ts"
 import type { OwnerMessage, ThreadData, ThreadMessage } from "./ioThreadControl.ts"
@@ -36,8 +36,8 @@ export interface ThreadContext {
   readonly index: number
   /** Where to listen, in order of preference (always with SO_REUSEPORT). */
   readonly addresses: ReadonlyArray<string>
-  /** The connection counts of all threads. */
-  readonly connections: SharedConnectionCounts
+  /** The owner's connection caps, which every connection of this thread is counted against. */
+  readonly admission: ConnectionAdmission
   /** Token reservations of the owner's rate limiter. */
   readonly limiter: ClusterApiClient.Connection["limiter"]
   /** The owner's state counts. */
@@ -64,10 +64,16 @@ export const run = <E extends { readonly message: string }>(
       const control = data.control
       const post = (message: ThreadMessage) => control.postMessage(message)
       const context = yield* Effect.context<never>()
+      const admissions = new Map<number, (admitted: boolean) => void>()
+      let nextAdmission = 1
       const stopped = yield* Effect.callback<void>((resume) => {
         const onMessage = (message: OwnerMessage) => {
           if (message.type === "stop") resume(Effect.void)
-          else post({ type: "metrics", id: message.id, series: snapshotWire(context) })
+          else if (message.type === "admitted") {
+            const answer = admissions.get(message.id)
+            admissions.delete(message.id)
+            answer?.(message.ok)
+          } else post({ type: "metrics", id: message.id, series: snapshotWire(context) })
         }
         control.on("message", onMessage)
         control.once("close", () => resume(Effect.void))
@@ -77,7 +83,14 @@ export const run = <E extends { readonly message: string }>(
       const listened = yield* listen({
         index: data.index,
         addresses: data.addresses,
-        connections: SharedConnectionCounts.attach(data.connections),
+        admission: {
+          acquire: (address, answer) => {
+            const id = nextAdmission++
+            admissions.set(id, answer)
+            post({ type: "admit", id, address })
+          },
+          release: (address) => post({ type: "disconnect", address })
+        },
         limiter: connection.limiter,
         stats: connection.stats
       }).pipe(Effect.provideService(ClusterApi, connection.api), Effect.result)

@@ -15,11 +15,11 @@
  * @since 0.1.0
  */
 import { createServer } from "node:net"
-import { MessageChannel, Worker } from "node:worker_threads"
+import { MessageChannel, type MessagePort, Worker } from "node:worker_threads"
 import { Context, Deferred, Duration, Effect, Exit, Fiber, Schema, Scope } from "effect"
 import { ClusterApi } from "../ports/ClusterApi.ts"
 import { parseAddress } from "../adapters/grpc/http2/Http2Server.ts"
-import type { SharedConnectionCounts } from "../adapters/grpc/http2/SharedConnectionCounts.ts"
+import type { ConnectionCounts } from "../adapters/grpc/http2/ConnectionCounts.ts"
 import { MergedMetrics, type WireSeries } from "../adapters/http/MergedMetrics.ts"
 import * as ClusterApiHost from "../adapters/message-port/ClusterApiHost.ts"
 import type { OwnerMessage, ThreadData, ThreadMessage } from "./ioThreadControl.ts"
@@ -40,8 +40,12 @@ export interface IoThreadsOptions {
   readonly argv?: ReadonlyArray<string> | undefined
   /** The listen addresses the first thread tries, in order; the others then listen where it did. */
   readonly addresses: ReadonlyArray<string>
-  /** The connection counts all threads share (with the main thread, when it serves the port too). */
-  readonly connections: SharedConnectionCounts
+  /**
+   * The connection caps of all threads (and of the main thread, when it
+   * serves the port too): threads ask them for each connection; a thread that
+   * is gone gives its connections back.
+   */
+  readonly connections: ConnectionCounts
   /** The rate limiter whose buckets the threads' calls take tokens from. */
   readonly limiter?: ClusterApiHost.HostOptions["limiter"]
   /** The state's counts, for the threads' landing pages. */
@@ -112,9 +116,10 @@ interface Running {
   readonly metricsWaiting: Map<number, (message: ThreadMessage) => void>
 }
 
-type MessagePort = import("node:worker_threads").MessagePort
-
 const metricsTimeoutMillis = 1000
+
+/** The longest wait between attempts to start a thread again. */
+const maxRestartDelay = Duration.seconds(30)
 
 /** The metric source of the owner's own gRPC server (the threads' are numbered from 0). */
 const ownSource = -1
@@ -207,7 +212,6 @@ export const make = (
           index,
           api: apiChannel.port2,
           control: controlChannel.port2,
-          connections: counts.buffer,
           addresses
         }
         const worker = new Worker(options.entry, {
@@ -216,9 +220,15 @@ export const make = (
           transferList: [apiChannel.port2, controlChannel.port2]
         })
         const exited = yield* Deferred.make<number>()
+        const source = sources++
+        // whatever way the thread ends, the connections it held are given back with its scope
+        yield* Scope.addFinalizer(
+          scope,
+          Effect.sync(() => counts.releaseAll(source))
+        )
         const thread: Running = {
           index,
-          source: sources++,
+          source,
           worker,
           control: controlChannel.port1,
           host,
@@ -230,6 +240,14 @@ export const make = (
           const onMessage = (message: ThreadMessage) => {
             if (message.type === "listening") resume(Effect.succeed(message))
             else if (message.type === "failed") resume(Effect.fail(new IoThreadError({ message: message.message })))
+            else if (message.type === "admit") {
+              const admitted: OwnerMessage = {
+                type: "admitted",
+                id: message.id,
+                ok: counts.tryAcquire(thread.source, message.address)
+              }
+              thread.control.postMessage(admitted)
+            } else if (message.type === "disconnect") counts.release(thread.source, message.address)
             else thread.metricsWaiting.get(message.id)?.(message)
           }
           thread.control.on("message", onMessage)
@@ -275,26 +293,30 @@ export const make = (
           yield* Effect.logError("I/O thread died; starting it again").pipe(
             Effect.annotateLogs({ thread: thread.index, exit_code: code })
           )
-          yield* Effect.sleep(restartDelay)
-          const restarted = yield* Effect.exit(start(thread.index, [address]))
-          if (restarted._tag === "Success") {
-            restarts++
-            thread = restarted.value.thread
+          // a thread that cannot be started is tried again, less and less often
+          let delay = restartDelay
+          while (true) {
+            yield* Effect.sleep(delay)
+            const restarted = yield* Effect.exit(start(thread.index, [address]))
+            if (restarted._tag === "Success") {
+              restarts++
+              thread = restarted.value.thread
+              break
+            }
+            yield* Effect.logError("I/O thread could not be started again").pipe(
+              Effect.annotateLogs({
+                thread: thread.index,
+                cause: String(restarted.cause),
+                retry_in: Duration.format(delay)
+              })
+            )
+            delay = Duration.min(Duration.times(delay, 2), maxRestartDelay)
           }
         }
       })
 
-    const first = yield* start(0, options.addresses)
-    const where = withPort(first.listening.address, first.listening.port)
-    const others = yield* Effect.forEach(
-      Array.from({ length: Math.max(0, options.threads - 1) }, (_, i) => i + 1),
-      (index) => start(index, [where]),
-      { concurrency: "unbounded" }
-    )
     const supervisors: Array<Fiber.Fiber<never>> = []
-    for (const started of [first, ...others]) {
-      supervisors.push(yield* Effect.forkIn(supervise(started.thread, where), outer))
-    }
+    // registered first, so threads already started are stopped when a later one fails to start
     yield* Effect.addFinalizer(() =>
       Effect.gen(function* () {
         stopping = true
@@ -303,6 +325,16 @@ export const make = (
         running.clear()
       })
     )
+    const first = yield* start(0, options.addresses)
+    const where = withPort(first.listening.address, first.listening.port)
+    const others = yield* Effect.forEach(
+      Array.from({ length: Math.max(0, options.threads - 1) }, (_, i) => i + 1),
+      (index) => start(index, [where]),
+      { concurrency: "unbounded" }
+    )
+    for (const started of [first, ...others]) {
+      supervisors.push(yield* Effect.forkIn(supervise(started.thread, where), outer))
+    }
 
     const askMetrics = (thread: Running) =>
       Effect.callback<void>((resume) => {

@@ -9,7 +9,7 @@ import { Duration, Effect, Exit, Scope } from "effect"
 import * as GrpcServer from "../adapters/grpc/GrpcServer.ts"
 import type { FallbackListener } from "../adapters/grpc/http2/Http2Server.ts"
 import { defaultKeepalivePolicy } from "../adapters/grpc/http2/keepalive.ts"
-import type { SharedConnectionCounts } from "../adapters/grpc/http2/SharedConnectionCounts.ts"
+import type { ConnectionAdmission } from "../adapters/grpc/http2/ConnectionCounts.ts"
 import * as Tls from "../adapters/grpc/tls.ts"
 import type { ServiceConfig } from "./ServiceConfig.ts"
 
@@ -25,7 +25,7 @@ export interface Listening {
   readonly fallback: FallbackListener | undefined
   readonly reusePort: boolean
   readonly rateLimiter?: GrpcServer.HandlerOptions["rateLimiter"]
-  readonly sharedConnections?: SharedConnectionCounts | undefined
+  readonly admission?: ConnectionAdmission | undefined
 }
 
 /** The http2 transport's limits of the command's settings. */
@@ -44,7 +44,7 @@ const transportLimits = (config: ServiceConfig, listening: Listening): GrpcServe
       keepalive: Duration.isZero(transport.keepaliveMinTime)
         ? false
         : { ...defaultKeepalivePolicy, minTimeMillis: Duration.toMillis(transport.keepaliveMinTime) },
-      shared: listening.sharedConnections
+      admission: listening.admission
     }
   }
 }

@@ -2,7 +2,8 @@
  * What the thread that owns the state and its I/O threads tell each other
  * besides the `ClusterApi` calls (which have their own port): what a new
  * thread is given, that it listens (or could not), its metrics when asked,
- * and when to stop; and how deltas cross.
+ * its connections to count against the caps, and when to stop; and how
+ * deltas cross.
  *
  * @since 0.1.0
  */
@@ -24,8 +25,6 @@ export interface ThreadData {
   readonly api: MessagePort
   /** This channel's end. */
   readonly control: MessagePort
-  /** The connection counts all threads share (`SharedConnectionCounts`). */
-  readonly connections: SharedArrayBuffer
   /** The addresses to try, in order; the first that binds is the thread's. */
   readonly addresses: ReadonlyArray<string>
 }
@@ -48,6 +47,8 @@ export type ThreadMessage =
   | { readonly type: "listening"; readonly address: string; readonly port: number }
   | { readonly type: "failed"; readonly message: string }
   | { readonly type: "metrics"; readonly id: number; readonly series: ReadonlyArray<WireSeries> }
+  | { readonly type: "admit"; readonly id: number; readonly address: string }
+  | { readonly type: "disconnect"; readonly address: string }
 
 /**
  * What the owner tells an I/O thread.
@@ -55,7 +56,10 @@ export type ThreadMessage =
  * @category models
  * @since 0.1.0
  */
-export type OwnerMessage = { readonly type: "stop" } | { readonly type: "metrics"; readonly id: number }
+export type OwnerMessage =
+  | { readonly type: "stop" }
+  | { readonly type: "metrics"; readonly id: number }
+  | { readonly type: "admitted"; readonly id: number; readonly ok: boolean }
 
 /**
  * Deltas cross to the threads as the gRPC service's WatchResponse bytes:

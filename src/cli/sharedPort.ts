@@ -11,7 +11,7 @@
  * @since 0.1.0
  */
 import { Context, Duration, Effect, Exit, Metric, Scope, Stream } from "effect"
-import { SharedConnectionCounts } from "../adapters/grpc/http2/SharedConnectionCounts.ts"
+import { ConnectionCounts } from "../adapters/grpc/http2/ConnectionCounts.ts"
 import * as RateLimit from "../adapters/grpc/rateLimit.ts"
 import { snapshotWire } from "../adapters/http/MergedMetrics.ts"
 import * as Readiness from "../adapters/http/Readiness.ts"
@@ -39,6 +39,9 @@ const countingIn = (api: ClusterApi["Service"], registry: Metric.MetricRegistry)
   })
 }
 
+/** Whose connections the main thread's own server holds in the counts (the threads' are numbered from 0). */
+const mainThreadHolder = -1
+
 /**
  * Serves the port on this thread and `config.ioThreads - 1` I/O threads:
  * the address is first bound without SO_REUSEPORT and let go (so a port
@@ -53,7 +56,7 @@ export const serve = (config: ServiceConfig, addresses: ReadonlyArray<string>) =
   Effect.gen(function* () {
     const outer = yield* Effect.scope
     const candidates = config.transport.reusePort ? addresses : [yield* IoThreads.firstFreeAddress(addresses)]
-    const connections = SharedConnectionCounts.make(config.transport.maxConnections)
+    const connections = new ConnectionCounts(config.transport.maxConnections, config.transport.maxConnectionsPerAddress)
     const limiter = config.rateLimit === false ? undefined : yield* RateLimit.make(config.rateLimit)
     const ownRegistry: Metric.MetricRegistry = new Map()
     const api = countingIn(yield* ClusterApi, yield* Metric.MetricRegistry)
@@ -71,7 +74,7 @@ export const serve = (config: ServiceConfig, addresses: ReadonlyArray<string>) =
       fallback,
       reusePort: true,
       rateLimiter: limiter,
-      sharedConnections: connections
+      admission: connections.admission(mainThreadHolder)
     }).pipe(
       Effect.annotateLogs({ thread: 0 }),
       Effect.provideService(ClusterApi, api),
@@ -114,7 +117,7 @@ export const serveThread = (config: ServiceConfig): Effect.Effect<void> =>
         fallback,
         reusePort: true,
         rateLimiter: { take: RateLimit.fromReservations(thread.limiter.reserve, thread.limiter.release).take },
-        sharedConnections: thread.connections
+        admission: thread.admission
       })
     }).pipe(Effect.annotateLogs({ thread: thread.index + 1 }))
   )

@@ -14,7 +14,7 @@ import { ClusterApi } from "../../src/ports/ClusterApi.ts"
 import { clusterApiSuite } from "./clusterApiSuite.ts"
 import type { ContractTarget } from "./ContractTarget.ts"
 import { coreControls } from "./fixtures.ts"
-import { SharedConnectionCounts } from "../../src/adapters/grpc/http2/SharedConnectionCounts.ts"
+import { ConnectionCounts } from "../../src/adapters/grpc/http2/ConnectionCounts.ts"
 
 /** The test's I/O thread. */
 const threadEntry = new URL("./fixtures/grpcIoThread.ts", import.meta.url)
@@ -27,7 +27,7 @@ const overThreads = (options: Parameters<typeof TestDiscovery.layer>[0]): Layer.
         threads: 2,
         entry: threadEntry,
         addresses: ["127.0.0.1:0"],
-        connections: SharedConnectionCounts.make(1000),
+        connections: new ConnectionCounts(1000, 1000),
         stopTimeout: "2 seconds"
       }).pipe(Effect.provide(core), Effect.orDie)
       const api = yield* GrpcClient.make({ endpoint: `127.0.0.1:${threads.port}`, tls: false })

@@ -178,11 +178,27 @@ export const connect = (
     })
     const limiter: Connection["limiter"] = {
       reserve: (key, timeoutMillis) =>
-        // a limiter that cannot be reached lets the call through: the call itself then fails UNAVAILABLE
-        Effect.orElseSucceed(
-          request((id) => ({ id, op: "reserve", key, timeoutMillis }), answerOf<number>),
-          () => 0
-        ),
+        Effect.callback<number>((resume) => {
+          // a limiter that cannot be reached lets the call through: the call itself then fails UNAVAILABLE
+          if (closed) {
+            resume(Effect.succeed(0))
+            return
+          }
+          const id = nextId++
+          let abandoned = false
+          pending.set(id, (reply) => {
+            pending.delete(id)
+            const wait = reply !== undefined && "ok" in reply ? (reply.ok as number) : 0
+            // a call that stopped waiting for the answer gives back the token it was to wait for
+            if (abandoned) {
+              if (wait > 0) post({ id: 0, op: "release", key })
+            } else resume(Effect.succeed(wait))
+          })
+          post({ id, op: "reserve", key, timeoutMillis })
+          return Effect.sync(() => {
+            abandoned = true
+          })
+        }),
       release: (key) => Effect.sync(() => post({ id: 0, op: "release", key }))
     }
     return { api, limiter, stats: call<StoreStats>("stats")(undefined) }

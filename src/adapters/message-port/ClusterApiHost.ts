@@ -10,7 +10,7 @@
  * @since 0.1.0
  */
 import type { MessagePort } from "node:worker_threads"
-import { Context, Effect, Fiber, Scope } from "effect"
+import { Cause, Context, Deferred, Effect, Exit, Fiber, Scope } from "effect"
 import type { StoreStats } from "../../core/server/ClusterStore.ts"
 import type { ClusterApi, WatchDelta, WatchRequest } from "../../ports/ClusterApi.ts"
 import type { DiscoveryError } from "../../ports/DiscoveryError.ts"
@@ -22,6 +22,7 @@ import {
   type Reply,
   type Request,
   type TokenReservations,
+  toWireCause,
   toWireError
 } from "./protocol.ts"
 
@@ -94,12 +95,23 @@ export const serve = (
     const outbox = new Outbox<Reply>(port, () => grouped.clear())
     const codec = options.codec
     const post = (reply: Reply) => outbox.push(reply)
-    const failed = (id: number) => (error: DiscoveryError) => Effect.sync(() => post({ id, error: toWireError(error) }))
+    /** Answers request `id` with how its effect ended: a defect or an interruption is answered too. */
+    const answer = (id: number) => (exit: Exit.Exit<unknown, DiscoveryError>) =>
+      Effect.sync(() => post(Exit.isSuccess(exit) ? { id, ok: exit.value } : { id, error: toWireCause(exit.cause) }))
 
-    /** Sends `delta` to watch `id`: with the other watches of this turn that get it, when it can be encoded. */
-    const relay = (id: number, delta: WatchDelta, epoch: string | undefined) => {
+    /**
+     * Sends `delta` to watch `id`: with the other watches of this turn that
+     * get it, when it can be encoded; alone when `early` (a change held back
+     * until the watch's start was posted must not join a group posted before
+     * that start).
+     */
+    const relay = (id: number, delta: WatchDelta, epoch: string | undefined, early = false) => {
       if (codec === undefined || epoch === undefined || epoch === "") {
         post({ id, delta: delta._tag === "Updated" ? { ...delta, affiliate: ownAffiliate(delta.affiliate) } : delta })
+        return
+      }
+      if (early) {
+        post({ ids: [id], encoded: sharedEncoding(codec, delta, epoch) })
         return
       }
       let group = grouped.get(delta)
@@ -134,26 +146,43 @@ export const serve = (
       }
     }
 
-    const watch = (id: number, request: WatchRequest) =>
-      Effect.scoped(
+    /** Relays watch `id` until the core ends it (then it is over here too) or it is cancelled. */
+    const watch = (id: number, request: WatchRequest) => {
+      let started = false
+      return Effect.scoped(
         Effect.gen(function* () {
           let early: Array<WatchDelta> | undefined = []
           let epoch: string | undefined
+          const ended = yield* Deferred.make<void>()
           const start = yield* subscribe(request, {
             offer: (delta) => {
               if (early === undefined) relay(id, delta, epoch)
               else early.push(delta)
               return true
             },
-            end: (error) => post({ id, end: toWireError(error) })
+            end: (error) => {
+              post({ id, end: toWireError(error) })
+              Deferred.doneUnsafe(ended, Effect.void)
+            }
           })
           epoch = start.epoch
           post({ id, start: ownStart(start) })
-          for (const delta of early ?? []) relay(id, delta, epoch)
+          started = true
+          for (const delta of early ?? []) relay(id, delta, epoch, true)
           early = undefined
-          return yield* Effect.never
+          return yield* Deferred.await(ended)
         })
-      ).pipe(Effect.catch(failed(id)))
+      ).pipe(
+        Effect.onExit((exit) =>
+          // a watch that failed before its start is answered as a request, after it as the watch's end
+          Exit.isSuccess(exit) || Cause.hasInterruptsOnly(exit.cause)
+            ? Effect.void
+            : Effect.sync(() =>
+                post(started ? { id, end: toWireCause(exit.cause) } : { id, error: toWireCause(exit.cause) })
+              )
+        )
+      )
+    }
 
     const limiter = options.limiter
 
@@ -183,12 +212,7 @@ export const serve = (
           if (limiter !== undefined) runFork(limiter.release(message.key))
           return
         default:
-          runFork(
-            unary(message).pipe(
-              Effect.flatMap((ok) => Effect.sync(() => post({ id: message.id, ok }))),
-              Effect.catch(failed(message.id))
-            )
-          )
+          runFork(Effect.flatMap(Effect.exit(unary(message)), answer(message.id)))
       }
     }
     const onMessage = (batch: ReadonlyArray<Request>) => {

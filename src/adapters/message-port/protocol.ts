@@ -1,20 +1,21 @@
 /**
  * The messages of `ClusterApi` over a `MessagePort` (between worker threads
  * and the thread that owns the state): each request carries an ID, and every
- * reply names the request it answers. Values are structured-cloned (an
- * AffiliateUpdate as one buffer, see `compact.ts`), an error as its tag and
- * fields; each
- * side posts what one turn of its event loop produced as one message.
+ * reply names the request it answers. Values are structured-cloned (their
+ * bytes in buffers of their own, see `compact.ts`), an error as its tag and
+ * fields; each side posts what one turn of its event loop produced as one
+ * message.
  *
  * @since 0.1.0
  */
-import type { Effect } from "effect"
+import { Cause, type Effect } from "effect"
 import type { WatchDelta, WatchStart } from "../../ports/ClusterApi.ts"
 import {
   type DiscoveryError,
   InvalidArgument,
   RemoteFailure,
   ResourceExhausted,
+  shuttingDownMessage,
   SubscriptionLost,
   Unavailable
 } from "../../ports/DiscoveryError.ts"
@@ -29,8 +30,9 @@ export type UnaryOperation = "hello" | "affiliateUpdate" | "affiliateDelete" | "
 
 /**
  * What the side without the state sends: the operations of `ClusterApi` and
- * the state's counts (`stats`, for a landing page), a watch's cancellation, and the token reservations of a rate limiter whose
- * buckets the owner holds (`reserve` answers the wait in milliseconds, as
+ * the state's counts (`stats`, for a landing page), a watch's cancellation,
+ * and the token reservations of a rate limiter whose buckets the owner
+ * holds (`reserve` answers the wait in milliseconds, as
  * `RateLimiter.reserve`; `release` has no answer). Requests travel in
  * batches: each message on the port is an array of them.
  *
@@ -64,7 +66,8 @@ export type Reply =
 /**
  * A delta as one thread encodes it for the others: its message with its
  * position, whose first `plainLength` bytes are the message without it
- * (for the gRPC transport, a WatchResponse; see `encodedDelta.ts` there).
+ * (for the gRPC transport, a WatchResponse: the shape of that adapter's
+ * `EncodedDelta`, repeated here because adapters do not import each other).
  *
  * @category models
  * @since 0.1.0
@@ -122,6 +125,29 @@ export const toWireError = (error: DiscoveryError): WireError =>
   error._tag === "RemoteFailure"
     ? { _tag: error._tag, message: error.message, code: error.code }
     : { _tag: error._tag, message: error.message }
+
+/**
+ * How a failed effect crosses the port: its tagged error; a defect as an
+ * internal error with the defect's message (as the gRPC adapter answers
+ * one); an interruption as the service shutting down.
+ *
+ * @category codecs
+ * @since 0.1.0
+ */
+export const toWireCause = (cause: Cause.Cause<DiscoveryError>): WireError => {
+  const failure = Cause.findErrorOption(cause)
+  if (failure._tag === "Some") return toWireError(failure.value)
+  const defect = Cause.findDefect(cause)
+  if (defect._tag === "Success") {
+    const message = defect.success instanceof Error ? defect.success.message : String(defect.success)
+    return { _tag: "RemoteFailure", code: internalCode, message }
+  }
+  if (Cause.hasInterruptsOnly(cause)) return { _tag: "Unavailable", message: shuttingDownMessage }
+  return { _tag: "RemoteFailure", code: internalCode, message: "internal error" }
+}
+
+/** gRPC's INTERNAL, the code a defect is answered with. */
+const internalCode = 13
 
 /**
  * The tagged error back from the port.

@@ -14,7 +14,7 @@ import type * as net from "node:net"
 import { acceptedConnectionOf, acceptedSocketOf, addressOf, Connection, connectionOf, tag } from "./Connection.ts"
 import type { KeepalivePolicy } from "./keepalive.ts"
 import { defaultKeepalivePolicy, recordPing, tooManyPings, watchFrom } from "./keepalive.ts"
-import type { SharedConnectionCounts } from "./SharedConnectionCounts.ts"
+import type { ConnectionAdmission } from "./ConnectionCounts.ts"
 
 /**
  * The limits on connections; zero turns a deadline off.
@@ -33,8 +33,12 @@ export interface ConnectionLimits {
   readonly idleTimeoutMillis: number
   /** The ping policy, or `false` to answer every ping. */
   readonly keepalive: KeepalivePolicy | false
-  /** Counts shared with the other threads serving the same port; when set, the caps apply to all of them together. */
-  readonly shared?: SharedConnectionCounts | undefined
+  /**
+   * The counts of all servers on the port (I/O threads), asked after this
+   * server's own caps admit a connection; one they refuse is closed as soon
+   * as the answer comes.
+   */
+  readonly admission?: ConnectionAdmission | undefined
 }
 
 /**
@@ -152,12 +156,7 @@ export class ConnectionGuard {
   admit(socket: net.Socket): Connection | undefined {
     const address = addressOf(socket)
     const fromAddress = this.#perAddress.get(address) ?? 0
-    const { maxConnections, maxConnectionsPerAddress, shared } = this.limits
-    if (
-      this.#open >= maxConnections ||
-      fromAddress >= maxConnectionsPerAddress ||
-      (shared !== undefined && !shared.tryAcquire(address, maxConnections, maxConnectionsPerAddress))
-    ) {
+    if (this.#open >= this.limits.maxConnections || fromAddress >= this.limits.maxConnectionsPerAddress) {
       this.#refused++
       socket.destroy()
       return undefined
@@ -167,11 +166,12 @@ export class ConnectionGuard {
     const connection = new Connection(address, performance.now())
     tag(socket, connection)
     this.#handshaking.set(connection, socket)
+    const admitted = this.limits.admission === undefined ? undefined : this.#askAdmission(address, socket)
     socket.once("close", () => {
       connection.handshaken()
       this.#handshaking.delete(connection)
       this.#open--
-      shared?.release(address)
+      admitted?.closed()
       const left = (this.#perAddress.get(address) ?? 1) - 1
       if (left === 0) this.#perAddress.delete(address)
       else this.#perAddress.set(address, left)
@@ -181,6 +181,33 @@ export class ConnectionGuard {
       connection.handshakeTimer.unref()
     }
     return connection
+  }
+
+  /**
+   * Asks the shared counts about a connection this guard admitted: one they
+   * refuse is closed; one they admit is given back when it closes (also when
+   * it closed before the answer came).
+   */
+  #askAdmission(address: string, socket: net.Socket): { closed(): void } {
+    const admission = this.limits.admission!
+    let state: "asking" | "held" | "refused" | "closedWhileAsking" = "asking"
+    admission.acquire(address, (admitted) => {
+      if (state === "closedWhileAsking") {
+        if (admitted) admission.release(address)
+        return
+      }
+      state = admitted ? "held" : "refused"
+      if (!admitted) {
+        this.#refused++
+        socket.destroy()
+      }
+    })
+    return {
+      closed: () => {
+        if (state === "held") admission.release(address)
+        else if (state === "asking") state = "closedWhileAsking"
+      }
+    }
   }
 
   /**
