@@ -12,6 +12,7 @@ import type { Scope } from "effect"
 import { Effect, Fiber } from "effect"
 import { ClusterApi } from "../ports/ClusterApi.ts"
 import type { ConnectionAdmission } from "../adapters/grpc/http2/ConnectionCounts.ts"
+import { SharedRequestBudget } from "../adapters/grpc/http2/RequestBudget.ts"
 import { snapshotWire } from "../adapters/http/MergedMetrics.ts"
 import * as ClusterApiClient from "../adapters/message-port/ClusterApiClient.ts"
 import type { OwnerMessage, ThreadData, ThreadMessage } from "./ioThreadControl.ts"
@@ -36,6 +37,8 @@ export interface ThreadContext {
   readonly index: number
   /** Where to listen, in order of preference (always with SO_REUSEPORT). */
   readonly addresses: ReadonlyArray<string>
+  /** The request budget shared with the other threads, with this thread's holder number. */
+  readonly requestBudget: { readonly budget: SharedRequestBudget; readonly holder: number } | undefined
   /** The owner's connection caps, which every connection of this thread is counted against. */
   readonly admission: ConnectionAdmission
   /** Token reservations of the owner's rate limiter. */
@@ -92,7 +95,11 @@ export const run = <E extends { readonly message: string }>(
           release: (address) => post({ type: "disconnect", address })
         },
         limiter: connection.limiter,
-        stats: connection.stats
+        stats: connection.stats,
+        requestBudget:
+          data.requestBudget === undefined
+            ? undefined
+            : { budget: SharedRequestBudget.attach(data.requestBudget), holder: data.index + 1 }
       }).pipe(Effect.provideService(ClusterApi, connection.api), Effect.result)
       if (listened._tag === "Failure") {
         post({ type: "failed", message: listened.failure.message })

@@ -20,6 +20,7 @@ import { Context, Deferred, Duration, Effect, Exit, Fiber, Schema, Scope } from 
 import { ClusterApi } from "../ports/ClusterApi.ts"
 import { parseAddress } from "../adapters/grpc/http2/Http2Server.ts"
 import type { ConnectionCounts } from "../adapters/grpc/http2/ConnectionCounts.ts"
+import type { SharedRequestBudget } from "../adapters/grpc/http2/RequestBudget.ts"
 import { MergedMetrics, type WireSeries } from "../adapters/http/MergedMetrics.ts"
 import * as ClusterApiHost from "../adapters/message-port/ClusterApiHost.ts"
 import type { OwnerMessage, ThreadData, ThreadMessage } from "./ioThreadControl.ts"
@@ -50,6 +51,12 @@ export interface IoThreadsOptions {
   readonly limiter?: ClusterApiHost.HostOptions["limiter"]
   /** The state's counts, for the threads' landing pages. */
   readonly stats?: ClusterApiHost.HostOptions["stats"]
+  /**
+   * The request budget all threads share (the main thread's server is its
+   * holder 0, thread `index` its holder `index + 1`); a thread that is gone
+   * gives back what it held.
+   */
+  readonly requestBudget?: SharedRequestBudget | undefined
   /** Series of this thread's own gRPC server (in a registry of its own), summed with the threads' at each scrape. */
   readonly ownSeries?: (() => ReadonlyArray<WireSeries>) | undefined
   /** How long a thread may drain before it is terminated (default 5 seconds). */
@@ -212,7 +219,8 @@ export const make = (
           index,
           api: apiChannel.port2,
           control: controlChannel.port2,
-          addresses
+          addresses,
+          requestBudget: options.requestBudget?.buffer
         }
         const worker = new Worker(options.entry, {
           argv: [...(options.argv ?? [])],
@@ -221,10 +229,13 @@ export const make = (
         })
         const exited = yield* Deferred.make<number>()
         const source = sources++
-        // whatever way the thread ends, the connections it held are given back with its scope
+        // whatever way the thread ends, the connections and request bytes it held are given back with its scope
         yield* Scope.addFinalizer(
           scope,
-          Effect.sync(() => counts.releaseAll(source))
+          Effect.sync(() => {
+            counts.releaseAll(source)
+            options.requestBudget?.reclaim(index + 1)
+          })
         )
         const thread: Running = {
           index,

@@ -10,6 +10,7 @@ import * as GrpcServer from "../adapters/grpc/GrpcServer.ts"
 import type { FallbackListener } from "../adapters/grpc/http2/Http2Server.ts"
 import { defaultKeepalivePolicy } from "../adapters/grpc/http2/keepalive.ts"
 import type { ConnectionAdmission } from "../adapters/grpc/http2/ConnectionCounts.ts"
+import type { SharedRequestBudget } from "../adapters/grpc/http2/RequestBudget.ts"
 import * as Tls from "../adapters/grpc/tls.ts"
 import type { ServiceConfig } from "./ServiceConfig.ts"
 
@@ -26,6 +27,7 @@ export interface Listening {
   readonly reusePort: boolean
   readonly rateLimiter?: GrpcServer.HandlerOptions["rateLimiter"]
   readonly admission?: ConnectionAdmission | undefined
+  readonly requestBudget?: { readonly budget: SharedRequestBudget; readonly holder: number } | undefined
 }
 
 /** The http2 transport's limits of the command's settings. */
@@ -35,6 +37,7 @@ const transportLimits = (config: ServiceConfig, listening: Listening): GrpcServe
     maxConcurrentStreams: transport.maxConcurrentStreams,
     maxSessionMemoryMiB: transport.maxSessionMemoryMiB,
     requestBudgetBytes: transport.requestBudgetBytes,
+    sharedRequestBudget: listening.requestBudget,
     reusePort: listening.reusePort,
     connections: {
       maxConnections: transport.maxConnections,

@@ -25,6 +25,8 @@ export interface ThreadData {
   readonly api: MessagePort
   /** This channel's end. */
   readonly control: MessagePort
+  /** The request budget of all threads (`SharedRequestBudget`), when they share one; the thread is its holder `index + 1`. */
+  readonly requestBudget: SharedArrayBuffer | undefined
   /** The addresses to try, in order; the first that binds is the thread's. */
   readonly addresses: ReadonlyArray<string>
 }

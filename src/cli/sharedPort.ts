@@ -12,6 +12,7 @@
  */
 import { Context, Duration, Effect, Exit, Metric, Scope, Stream } from "effect"
 import { ConnectionCounts } from "../adapters/grpc/http2/ConnectionCounts.ts"
+import { defaultRequestBudgetBytes, SharedRequestBudget } from "../adapters/grpc/http2/RequestBudget.ts"
 import * as RateLimit from "../adapters/grpc/rateLimit.ts"
 import { snapshotWire } from "../adapters/http/MergedMetrics.ts"
 import * as Readiness from "../adapters/http/Readiness.ts"
@@ -57,6 +58,10 @@ export const serve = (config: ServiceConfig, addresses: ReadonlyArray<string>) =
     const outer = yield* Effect.scope
     const candidates = config.transport.reusePort ? addresses : [yield* IoThreads.firstFreeAddress(addresses)]
     const connections = new ConnectionCounts(config.transport.maxConnections, config.transport.maxConnectionsPerAddress)
+    const requestBudget = SharedRequestBudget.make(
+      config.transport.requestBudgetBytes ?? defaultRequestBudgetBytes(),
+      config.ioThreads
+    )
     const limiter = config.rateLimit === false ? undefined : yield* RateLimit.make(config.rateLimit)
     const ownRegistry: Metric.MetricRegistry = new Map()
     const api = countingIn(yield* ClusterApi, yield* Metric.MetricRegistry)
@@ -74,7 +79,8 @@ export const serve = (config: ServiceConfig, addresses: ReadonlyArray<string>) =
       fallback,
       reusePort: true,
       rateLimiter: limiter,
-      admission: connections.admission(mainThreadHolder)
+      admission: connections.admission(mainThreadHolder),
+      requestBudget: { budget: requestBudget, holder: 0 }
     }).pipe(
       Effect.annotateLogs({ thread: 0 }),
       Effect.provideService(ClusterApi, api),
@@ -87,6 +93,7 @@ export const serve = (config: ServiceConfig, addresses: ReadonlyArray<string>) =
       argv: process.argv.slice(2),
       addresses: [IoThreads.withPort(bound.address, bound.port)],
       connections,
+      requestBudget,
       limiter,
       stats: (yield* ClusterState).stats,
       ownSeries: () => snapshotWire(Context.make(Metric.MetricRegistry, ownRegistry)),
@@ -117,7 +124,8 @@ export const serveThread = (config: ServiceConfig): Effect.Effect<void> =>
         fallback,
         reusePort: true,
         rateLimiter: { take: RateLimit.fromReservations(thread.limiter.reserve, thread.limiter.release).take },
-        admission: thread.admission
+        admission: thread.admission,
+        requestBudget: thread.requestBudget
       })
     }).pipe(Effect.annotateLogs({ thread: thread.index + 1 }))
   )

@@ -193,7 +193,12 @@ export interface ServerOptions extends HandlerOptions {
  */
 export type TransportLimits = Pick<
   Http2ServerOptions,
-  "maxConcurrentStreams" | "maxSessionMemoryMiB" | "requestBudgetBytes" | "connections" | "reusePort"
+  | "maxConcurrentStreams"
+  | "maxSessionMemoryMiB"
+  | "requestBudgetBytes"
+  | "sharedRequestBudget"
+  | "connections"
+  | "reusePort"
 >
 
 /**

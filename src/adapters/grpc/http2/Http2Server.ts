@@ -36,7 +36,7 @@ import { ConnectionGuard, defaultConnectionLimits } from "./ConnectionGuard.ts"
 import { parseTimeout } from "./grpcTimeout.ts"
 import { Http1Connections } from "./Http1Connections.ts"
 import { sniff } from "./protocolSniffer.ts"
-import { defaultRequestBudgetBytes, RequestBudget } from "./RequestBudget.ts"
+import { defaultRequestBudgetBytes, RequestBudget, type SharedRequestBudget } from "./RequestBudget.ts"
 import { trailersOnly } from "./responseHeaders.ts"
 import type { CallLimits, Method } from "./ServerCall.ts"
 import { BidiCall, ServerStreamCall, UnaryCall } from "./ServerCall.ts"
@@ -78,6 +78,12 @@ export interface Http2ServerOptions {
    * not fit ends its call with UNAVAILABLE. See `RequestBudget`.
    */
   readonly requestBudgetBytes?: number | undefined
+  /**
+   * Take the request budget from one shared with the servers of other
+   * threads on the same port, as server `holder`, instead of a budget of its
+   * own (`requestBudgetBytes` is then ignored).
+   */
+  readonly sharedRequestBudget?: { readonly budget: SharedRequestBudget; readonly holder: number } | undefined
   /** Caps and deadlines of connections (each defaults to `defaultConnectionLimits`'). */
   readonly connections?: Partial<ConnectionLimits> | undefined
   /** Serve TLS with this key pair, following its changes (default plaintext h2c). */
@@ -238,7 +244,10 @@ export class Http2Server {
 
   constructor(options: Http2ServerOptions = {}) {
     this.options = options
-    this.budget = new RequestBudget(options.requestBudgetBytes ?? defaultRequestBudgetBytes())
+    this.budget = new RequestBudget(
+      options.requestBudgetBytes ?? defaultRequestBudgetBytes(),
+      options.sharedRequestBudget
+    )
     this.guard = new ConnectionGuard({ ...defaultConnectionLimits, ...definedOnly(options.connections ?? {}) })
     this.limits = {
       maxReceiveMessageLength: options.maxReceiveMessageLength ?? defaultMaxReceiveMessageLength,

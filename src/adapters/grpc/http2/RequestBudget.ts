@@ -24,8 +24,83 @@ import { getHeapStatistics } from "node:v8"
 export const defaultRequestBudgetBytes = (): number =>
   Math.min(256 * 1024 * 1024, Math.floor(getHeapStatistics().heap_size_limit / 8))
 
+/** Where the shared budget keeps its capacity and total, then each holder's bytes. */
+const capacityAt = 0
+const totalAt = 1
+const firstHolderAt = 2
+
 /**
- * A byte budget shared by every call of a server.
+ * One budget for several servers on one port in different threads (the I/O
+ * threads), in shared memory: the capacity, the bytes reserved by all of
+ * them (reserved with compare-and-swap, no lock), and each server's share,
+ * so the bytes of a server whose thread died can be given back.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export class SharedRequestBudget {
+  readonly buffer: SharedArrayBuffer
+  readonly #cells: BigInt64Array
+
+  private constructor(buffer: SharedArrayBuffer) {
+    this.buffer = buffer
+    this.#cells = new BigInt64Array(buffer)
+  }
+
+  /** A budget of `capacity` bytes for servers numbered 0 to `holders` − 1. */
+  static make(capacity: number, holders: number): SharedRequestBudget {
+    const budget = new SharedRequestBudget(new SharedArrayBuffer((firstHolderAt + holders) * 8))
+    Atomics.store(budget.#cells, capacityAt, BigInt(Math.floor(capacity)))
+    return budget
+  }
+
+  /** The budget of `buffer` (from `make`, in another thread). */
+  static attach(buffer: SharedArrayBuffer): SharedRequestBudget {
+    return new SharedRequestBudget(buffer)
+  }
+
+  /** The most bytes reserved at once, all servers together. */
+  get capacity(): number {
+    return Number(Atomics.load(this.#cells, capacityAt))
+  }
+
+  /** Bytes reserved now, all servers together. */
+  get reserved(): number {
+    return Number(Atomics.load(this.#cells, totalAt))
+  }
+
+  /** Reserves `bytes` for server `holder` when they fit. */
+  tryReserve(holder: number, bytes: number): boolean {
+    const cells = this.#cells
+    const wanted = BigInt(bytes)
+    const capacity = Atomics.load(cells, capacityAt)
+    for (;;) {
+      const current = Atomics.load(cells, totalAt)
+      if (current + wanted > capacity) return false
+      if (Atomics.compareExchange(cells, totalAt, current, current + wanted) === current) break
+    }
+    Atomics.add(cells, firstHolderAt + holder, wanted)
+    return true
+  }
+
+  /** Gives back `bytes` server `holder` reserved. */
+  release(holder: number, bytes: number): void {
+    const given = BigInt(bytes)
+    Atomics.sub(this.#cells, firstHolderAt + holder, given)
+    Atomics.sub(this.#cells, totalAt, given)
+  }
+
+  /** Gives back everything server `holder` reserved (its thread is gone); returns how many bytes. */
+  reclaim(holder: number): number {
+    const held = Atomics.exchange(this.#cells, firstHolderAt + holder, 0n)
+    Atomics.sub(this.#cells, totalAt, held)
+    return Number(held)
+  }
+}
+
+/**
+ * A byte budget shared by every call of a server, or by the servers of
+ * several threads (`SharedRequestBudget`).
  *
  * @category models
  * @since 0.1.0
@@ -35,15 +110,21 @@ export class RequestBudget {
   readonly capacity: number
   #reserved = 0
   #refused = 0
+  readonly #shared: { readonly budget: SharedRequestBudget; readonly holder: number } | undefined
 
-  constructor(capacity: number) {
+  /** `shared`: reserve from that budget, as server `holder`; `capacity` is then the shared budget's. */
+  constructor(
+    capacity: number,
+    shared?: { readonly budget: SharedRequestBudget; readonly holder: number } | undefined
+  ) {
     if (!(capacity >= 0) || !Number.isFinite(capacity)) {
       throw new RangeError(`request budget: capacity must be a non-negative number of bytes, got ${capacity}`)
     }
-    this.capacity = capacity
+    this.capacity = shared === undefined ? capacity : shared.budget.capacity
+    this.#shared = shared
   }
 
-  /** Bytes reserved now. */
+  /** Bytes reserved now (by this server). */
   get reserved(): number {
     return this.#reserved
   }
@@ -55,7 +136,10 @@ export class RequestBudget {
 
   /** Reserves `bytes` when they fit; false (and nothing reserved) when they do not. */
   tryReserve(bytes: number): boolean {
-    if (this.#reserved + bytes > this.capacity) {
+    const shared = this.#shared
+    const fits =
+      shared === undefined ? this.#reserved + bytes <= this.capacity : shared.budget.tryReserve(shared.holder, bytes)
+    if (!fits) {
       this.#refused++
       return false
     }
@@ -66,5 +150,6 @@ export class RequestBudget {
   /** Gives back `bytes` reserved earlier. */
   release(bytes: number): void {
     this.#reserved -= bytes
+    this.#shared?.budget.release(this.#shared.holder, bytes)
   }
 }

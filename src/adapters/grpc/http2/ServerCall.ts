@@ -208,6 +208,8 @@ export abstract class ServerCall extends CallEvents implements MessageSink {
   protected reserved = 0
   /** The call counts among its connection's open calls. */
   private countedOpen = false
+  /** The complete request went to its handler. */
+  private handed = false
 
   constructor(
     stream: http2.ServerHttp2Stream,
@@ -384,11 +386,13 @@ export abstract class ServerCall extends CallEvents implements MessageSink {
    * The request's message waits past the turn that brought it (the client
    * has not ended its request): it is copied out of the received chunk,
    * which it would otherwise keep in memory, and paid for from the budget;
-   * UNAVAILABLE when the budget cannot cover it.
+   * UNAVAILABLE when the budget cannot cover it. A request the client has
+   * ended is already its handler's, which may answer in a later turn (the
+   * state on another thread or in Redis): it holds nothing from the budget.
    */
   private holdPayload(): void {
     const payload = this.payload
-    if (payload === undefined || this.payloadPaid) return
+    if (payload === undefined || this.payloadPaid || this.handed) return
     if (!this.reserve(payload.length)) {
       this.sendStatus(overBudget(payload.length))
       return
@@ -404,6 +408,7 @@ export abstract class ServerCall extends CallEvents implements MessageSink {
       this.sendStatus(noRequestMessage(this.method.path))
       return
     }
+    this.handed = true
     const request = this.decode(payload)
     if (request !== undecodable) this.run(request)
   }
