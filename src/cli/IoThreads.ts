@@ -206,7 +206,7 @@ export const make = (
     /** Starts thread `index` on `addresses` and waits until it listens. */
     const start = (index: number, addresses: ReadonlyArray<string>) =>
       Effect.gen(function* () {
-        const scope = yield* Scope.fork(outer)
+        const scope = yield* Scope.fork(threadScopes)
         const apiChannel = new MessageChannel()
         const controlChannel = new MessageChannel()
         const host = yield* ClusterApiHost.serve(api, apiChannel.port1, {
@@ -271,7 +271,10 @@ export const make = (
           Effect.onError(() =>
             Effect.andThen(
               Effect.promise(() => worker.terminate()),
-              Scope.close(scope, Exit.void)
+              Effect.andThen(
+                Effect.sync(() => thread.control.close()),
+                Scope.close(scope, Exit.void)
+              )
             )
           )
         )
@@ -327,7 +330,9 @@ export const make = (
       })
 
     const supervisors: Array<Fiber.Fiber<never>> = []
-    // registered first, so threads already started are stopped when a later one fails to start
+    // the threads' scopes (each holds its port to the state) close after the threads have stopped
+    const threadScopes = yield* Scope.fork(outer)
+    // registered before any thread starts, so threads already started are stopped when a later one fails to start
     yield* Effect.addFinalizer(() =>
       Effect.gen(function* () {
         stopping = true

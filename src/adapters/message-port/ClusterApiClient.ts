@@ -151,7 +151,9 @@ export const connect = (
               }
             } else if ("end" in reply) {
               pending.delete(id)
-              sink.end(fromWireError(reply.end) as SubscriptionLost | Unavailable)
+              const error = fromWireError(reply.end) as SubscriptionLost | Unavailable
+              if (started) sink.end(error)
+              else resume(Effect.fail(error))
             } else if ("error" in reply) {
               pending.delete(id)
               resume(Effect.fail(fromWireError(reply.error)))

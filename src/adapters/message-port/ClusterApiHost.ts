@@ -13,7 +13,7 @@ import type { MessagePort } from "node:worker_threads"
 import { Cause, Context, Deferred, Effect, Exit, Fiber, Scope } from "effect"
 import type { StoreStats } from "../../core/server/ClusterStore.ts"
 import type { ClusterApi, WatchDelta, WatchRequest } from "../../ports/ClusterApi.ts"
-import type { DiscoveryError } from "../../ports/DiscoveryError.ts"
+import type { DiscoveryError, SubscriptionLost, Unavailable } from "../../ports/DiscoveryError.ts"
 import { fromWireUpdate, ownAffiliate, ownBytes, ownStart, type WireUpdate } from "./compact.ts"
 import { Outbox } from "./Outbox.ts"
 import {
@@ -152,6 +152,7 @@ export const serve = (
       return Effect.scoped(
         Effect.gen(function* () {
           let early: Array<WatchDelta> | undefined = []
+          let endedEarly: SubscriptionLost | Unavailable | undefined
           let epoch: string | undefined
           const ended = yield* Deferred.make<void>()
           const start = yield* subscribe(request, {
@@ -161,7 +162,9 @@ export const serve = (
               return true
             },
             end: (error) => {
-              post({ id, end: toWireError(error) })
+              // an end before the start was posted follows the start and the changes held back
+              if (early === undefined) post({ id, end: toWireError(error) })
+              else endedEarly = error
               Deferred.doneUnsafe(ended, Effect.void)
             }
           })
@@ -170,6 +173,7 @@ export const serve = (
           started = true
           for (const delta of early ?? []) relay(id, delta, epoch, true)
           early = undefined
+          if (endedEarly !== undefined) post({ id, end: toWireError(endedEarly) })
           return yield* Deferred.await(ended)
         })
       ).pipe(

@@ -103,6 +103,26 @@ describe("ClusterApiHost", () => {
     }).pipe(Effect.scoped)
   )
 
+  it.live("ends a watch the core ended before its start was posted, after its start, instead of leaving it open", () =>
+    Effect.gen(function* () {
+      const core = scriptedCore((sink) =>
+        Effect.gen(function* () {
+          sink.end(new SubscriptionLost({ message: "lost" }))
+          yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+          return snapshot(0)
+        })
+      )
+      const { host, client } = yield* connect(core.api)
+      const watcher = recorder()
+      yield* client.subscribe!({ clusterId: "c" }, watcher.sink).pipe(
+        Effect.tap(() => Effect.sync(() => watcher.events.push("start")))
+      )
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20)))
+      assert.deepStrictEqual(watcher.events, ["start", "end SubscriptionLost"])
+      assert.strictEqual(host.watches(), 0)
+    }).pipe(Effect.scoped)
+  )
+
   it.live("ends a watch on the owner when the core ends it", () =>
     Effect.gen(function* () {
       const core = scriptedCore(() => Effect.succeed(snapshot(0)))

@@ -180,6 +180,8 @@ export class ConnectionGuard {
       connection.handshakeTimer = setTimeout(expireHandshake, this.limits.handshakeTimeoutMillis, socket, this)
       connection.handshakeTimer.unref()
     }
+    // refused by shared counts that answered at once: closed already, its close handler counts it out
+    if (socket.destroyed) return undefined
     return connection
   }
 

@@ -409,7 +409,10 @@ export abstract class ServerCall extends CallEvents implements MessageSink {
       return
     }
     this.handed = true
-    const request = this.decode(payload)
+    // a handler may answer in a later turn, holding the request: it must not hold the whole chunk it came in
+    const request = this.decode(
+      this.payloadPaid || payload.length * 4 >= payload.buffer.byteLength ? payload : Buffer.from(payload)
+    )
     if (request !== undecodable) this.run(request)
   }
 
