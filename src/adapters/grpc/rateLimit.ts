@@ -135,9 +135,29 @@ export const make = (options: RateLimitOptions = {}): Effect.Effect<RateLimiter,
       )
     const release = (key: string): Effect.Effect<void> =>
       Effect.clockWith((clock) => Effect.sync(() => limiter.release(key, millisOf(clock.monotonicTimeNanosUnsafe()))))
+    // the buckets are here: reserve and wait in one step, with nothing more per call than before reservations
+    const take = (key: string, timeoutMillis: number): Effect.Effect<void, ResourceExhausted> =>
+      Effect.clockWith((clock) =>
+        waitFor(
+          limiter.reserve(key, millisOf(clock.monotonicTimeNanosUnsafe()), Math.min(timeoutMillis, maxWaitMillis)),
+          key,
+          release
+        )
+      )
 
-    return { ...fromReservations(reserve, release), sweep, size: Effect.sync(() => limiter.size) }
+    return { take, reserve, release, sweep, size: Effect.sync(() => limiter.size) }
   })
+
+/** Waits for a token reserved `wait` ms ahead (0: taken; negative: none in time), giving it back if interrupted. */
+const waitFor = (
+  wait: number,
+  key: string,
+  release: RateLimiter["release"]
+): Effect.Effect<void, ResourceExhausted> => {
+  if (wait === 0) return Effect.void
+  if (wait < 0) return Effect.fail(exceeded)
+  return Effect.onInterrupt(Effect.sleep(Duration.millis(wait)), () => release(key))
+}
 
 /**
  * The waiting side of a limiter whose buckets are elsewhere (another
@@ -154,12 +174,7 @@ export const fromReservations = (
 ): Pick<RateLimiter, "take" | "reserve" | "release"> => ({
   reserve,
   release,
-  take: (key, timeoutMillis) =>
-    Effect.flatMap(reserve(key, timeoutMillis), (wait) => {
-      if (wait === 0) return Effect.void
-      if (wait < 0) return Effect.fail(exceeded)
-      return Effect.onInterrupt(Effect.sleep(Duration.millis(wait)), () => release(key))
-    })
+  take: (key, timeoutMillis) => Effect.flatMap(reserve(key, timeoutMillis), (wait) => waitFor(wait, key, release))
 })
 
 /**
