@@ -11,11 +11,18 @@
  * sees every later change exactly once.
  *
  * A gap in the revisions (the log was trimmed behind the mirror) or an epoch
- * that changed (Redis lost the cluster and numbered it afresh) cuts the
- * cluster's watchers off; they reconnect and start from a fresh snapshot.
- * When a connection to Redis fails, every watcher ends with UNAVAILABLE.
- * Announcements missed meanwhile are made good by `catchUp`, which the
- * backend runs with each GC pass and when the channel's connection is back.
+ * that changed (Redis lost the cluster, restarted, failed over or was
+ * flushed) cuts the cluster's watchers off; they reconnect and start from a
+ * fresh snapshot, or resume in the new epoch. When a connection to Redis
+ * fails, every watcher of the clusters it served ends with UNAVAILABLE and
+ * their mirrors are forgotten, listeners included. What no announcement
+ * tells (a flush, a failover of a quiet cluster, a channel moved with its
+ * slot) is found by `catchUp`, which the backend runs when its probe sees
+ * Redis change.
+ *
+ * Watches and the clusters they hold are counted when a watch is asked for,
+ * before anything is awaited, so calls that arrive together cannot all pass
+ * the caps.
  *
  * @since 0.1.0
  */
@@ -60,6 +67,12 @@ class Mirror {
   epoch = ""
   affiliates = new Map<string, AffiliateView>()
   readonly sinks = new Set<WatchSink>()
+  /** Its snapshot script is on its way: it counts as a cluster held until its answer says otherwise. */
+  loading = false
+  /** Counted among the empty clusters this instance holds. */
+  countedEmpty = false
+  /** When its lease (an empty cluster's meta and log) was last renewed, in milliseconds. */
+  renewedAt = 0
   /** Watchers on their way in (reading what they missed): the mirror stays while there are any. */
   joining = 0
   /** Reads of the cluster's log under way for watchers that come back, by the revision they come back from. */
@@ -97,7 +110,12 @@ export class ChangeFeed {
   readonly #redis: RedisConnection
   readonly #load: (clusterId: string) => Promise<MirrorStart>
   readonly #keysOf: (clusterId: string) => ClusterKeys
+  /** Watches open or on their way in (reserved before anything is awaited). */
   #watches = 0
+  /** Snapshot scripts sent and not answered yet. */
+  #loading = 0
+  /** Loaded mirrors of clusters without affiliates. */
+  #empty = 0
   #closed = false
   readonly #release = () => {
     this.#watches--
@@ -111,31 +129,41 @@ export class ChangeFeed {
     this.#redis = options.redis
     this.#load = options.load
     this.#keysOf = options.keysOf
-    this.#redis.onConnectionLost((reason) => this.#failAll(reason))
-    this.#redis.onNotificationsReady(() => this.catchUp())
+    this.#redis.onConnectionLost((reason, node) => this.#failAll(reason, node))
+    this.#redis.onChannelLost((channel, reason) => this.#channelLost(channel, reason))
   }
 
-  /** Watches open on this instance. */
+  /** Watches open on this instance, with those on their way in. */
   get watches(): number {
     return this.#watches
   }
 
   /** Clusters watched here that have no affiliates (they count as held, as in memory). */
   get emptyWatched(): number {
-    let empty = 0
-    for (const mirror of this.#mirrors.values()) if (mirror.loaded && mirror.affiliates.size === 0) empty++
-    return empty
+    return this.#empty
+  }
+
+  /**
+   * Takes a watch's slot if fewer than `max` are taken, before anything is
+   * awaited; `subscribe` keeps it or gives it back.
+   */
+  reserveWatch(max: number): boolean {
+    if (this.#watches >= max) return false
+    this.#watches++
+    return true
   }
 
   /**
    * Clusters this instance counts as held beyond those with affiliates (the
-   * empty ones it watches), or -1 when it holds `clusterId` already: what
-   * the scripts add to the index's count when they check the cap.
+   * empty ones it watches, and those whose snapshot script was sent before
+   * this is asked and is not answered yet, which Redis runs first), or -1
+   * when it holds `clusterId` already: what the scripts add to the index's
+   * count when they check the cap.
    */
   heldOutsideIndex(clusterId: string): number {
     const mirror = this.#mirrors.get(clusterId)
     if (mirror?.loaded) return -1
-    return this.emptyWatched
+    return this.#empty + this.#loading
   }
 
   /**
@@ -156,24 +184,34 @@ export class ChangeFeed {
     }
   }
 
-  /** The clusters this instance watches. */
-  watched(): Array<string> {
-    const watched = []
-    for (const mirror of this.#mirrors.values()) if (mirror.loaded) watched.push(mirror.clusterId)
-    return watched
-  }
-
   /**
-   * Registers `sink` and gives what it starts from: the changes after
-   * `resume` when its epoch is the cluster's and the log still holds them,
-   * else the snapshot; `undefined` when `signal` was aborted first (nothing
-   * is registered then).
+   * Registers `sink` in the slot `reserveWatch` took and gives what it
+   * starts from: the changes after `resume` when its epoch is the cluster's
+   * and the log still holds them, else the snapshot; `undefined` when
+   * `signal` was aborted first. Nothing is registered, and the slot is given
+   * back, when it fails or is aborted.
    */
   async subscribe(
     clusterId: string,
     sink: WatchSink,
     signal: AbortSignal,
     resume?: ResumePoint
+  ): Promise<Subscription | undefined> {
+    let registered = false
+    try {
+      const subscription = await this.#join(clusterId, sink, signal, resume)
+      registered = subscription !== undefined
+      return subscription
+    } finally {
+      if (!registered) this.#watches--
+    }
+  }
+
+  async #join(
+    clusterId: string,
+    sink: WatchSink,
+    signal: AbortSignal,
+    resume: ResumePoint | undefined
   ): Promise<Subscription | undefined> {
     let mirror = this.#mirrors.get(clusterId)
     if (mirror === undefined) {
@@ -197,14 +235,13 @@ export class ChangeFeed {
       if (mirror.sinks.size === 0 && mirror.joining === 0) this.#forget(mirror)
       if (signal.aborted) return undefined
       if (this.#closed) throw new Unavailable({ message: "server is shutting down" })
-      return this.subscribe(clusterId, sink, signal, resume)
+      return this.#join(clusterId, sink, signal, resume)
     }
     if (missed !== undefined && (missed.at(-1)?.revision ?? resume!.revision) !== mirror.revision) {
       // the mirror applied more changes before this ran: its log has them, or the watcher starts afresh
       missed = mirror.log.since(resume!.revision, mirror.revision)
     }
     mirror.sinks.add(sink)
-    this.#watches++
     if (missed !== undefined) return { _tag: "Resumed", revision: resume!.revision, epoch: mirror.epoch, missed }
     return {
       _tag: "Snapshot",
@@ -280,15 +317,29 @@ export class ChangeFeed {
     if (mirror.sinks.size === 0 && mirror.joining === 0) this.#forget(mirror)
   }
 
-  /** Cuts off the watchers of a cluster whose epoch is no longer `epoch` (Redis lost it). */
-  epochSeen(clusterId: string, epoch: string): void {
-    const mirror = this.#mirrors.get(clusterId)
-    if (mirror?.loaded && mirror.epoch !== epoch) this.#cutOff(mirror, lostUpdate)
-  }
-
-  /** Reads every watched log from its mirror's revision on: what announcements were missed arrives now. */
+  /**
+   * Reads every watched log from its mirror's revision on: what
+   * announcements were missed arrives now, and a mirror whose epoch Redis no
+   * longer holds (flushed, restarted, failed over, moved) is cut off.
+   */
   catchUp(): void {
     for (const mirror of this.#mirrors.values()) if (mirror.loaded) this.#read(mirror)
+  }
+
+  /**
+   * The meta and log keys of the watched clusters without affiliates whose
+   * lease was last renewed `every` milliseconds or more before `now`, marked
+   * renewed at `now`.
+   */
+  leasesDue(now: number, every: number): Array<ClusterKeys> {
+    const due: Array<ClusterKeys> = []
+    for (const mirror of this.#mirrors.values()) {
+      if (mirror.countedEmpty && now - mirror.renewedAt >= every) {
+        mirror.renewedAt = now
+        due.push(mirror.keys)
+      }
+    }
+    return due
   }
 
   /** Ends every watch with `end`, and every later read (shutdown). */
@@ -306,12 +357,39 @@ export class ChangeFeed {
   async #start(mirror: Mirror): Promise<void> {
     mirror.listener = (message) => this.#heard(mirror, message.toString("latin1"))
     await this.#redis.subscribe(mirror.keys.channel, mirror.listener)
-    const start = await this.#load(mirror.clusterId)
+    // the cap is checked with what was asked before: this one counts for what is asked after
+    const loading = this.#load(mirror.clusterId)
+    this.#setLoading(mirror, true)
+    let start: MirrorStart
+    try {
+      start = await loading
+    } finally {
+      this.#setLoading(mirror, false)
+    }
+    // a connection that failed meanwhile took the listener with it: the joiners start again
+    if (this.#mirrors.get(mirror.clusterId) !== mirror) return
     mirror.revision = start.revision
     mirror.epoch = start.epoch
     mirror.affiliates = start.affiliates
     mirror.loaded = true
+    this.#settle(mirror)
     this.#read(mirror)
+  }
+
+  #setLoading(mirror: Mirror, loading: boolean): void {
+    if (mirror.loading === loading) return
+    mirror.loading = loading
+    this.#loading += loading ? 1 : -1
+  }
+
+  /** Keeps the count of empty mirrors in step with `mirror`. */
+  #settle(mirror: Mirror): void {
+    const held = this.#mirrors.get(mirror.clusterId) === mirror
+    const empty = held && mirror.loaded && mirror.affiliates.size === 0
+    if (mirror.countedEmpty !== empty) {
+      mirror.countedEmpty = empty
+      this.#empty += empty ? 1 : -1
+    }
   }
 
   /** An announcement `<revision> <epoch>` of a change of the mirror's cluster. */
@@ -335,23 +413,24 @@ export class ChangeFeed {
     }
     mirror.reading = true
     const next = async (): Promise<void> => {
-      do {
-        mirror.again = false
-        const [epoch, entries] = await this.#readLog(mirror, mirror.revision + 1, "+", readBatch)
-        if (this.#mirrors.get(mirror.clusterId) !== mirror) return
-        if (epoch !== mirror.epoch) {
-          this.#cutOff(mirror, lostUpdate)
-          return
-        }
-        this.#apply(mirror, entries)
-        if (entries.length === readBatch) mirror.again = true
-      } while (mirror.again && this.#mirrors.get(mirror.clusterId) === mirror)
-    }
-    next()
-      .catch((error: unknown) => this.#cutOff(mirror, unavailable(error)))
-      .finally(() => {
+      try {
+        do {
+          mirror.again = false
+          const [epoch, entries] = await this.#readLog(mirror, mirror.revision + 1, "+", readBatch)
+          if (this.#mirrors.get(mirror.clusterId) !== mirror) return
+          if (epoch !== mirror.epoch) {
+            this.#cutOff(mirror, lostUpdate)
+            return
+          }
+          this.#apply(mirror, entries)
+          if (entries.length === readBatch) mirror.again = true
+        } while (mirror.again && this.#mirrors.get(mirror.clusterId) === mirror)
+      } finally {
+        // cleared in the step that made the last check, so a wake-up after it starts a read of its own
         mirror.reading = false
-      })
+      }
+    }
+    next().catch((error: unknown) => this.#cutOff(mirror, unavailable(error)))
   }
 
   /** Entries of the mirror's log from revision `from` to `to` (an entry ID or `+`), with the epoch they belong to. */
@@ -385,6 +464,7 @@ export class ChangeFeed {
       mirror.log.push(delta)
       if (mirror.sinks.size > 0) fanOut(mirror.sinks, delta, this.#release)
     }
+    this.#settle(mirror)
     if (mirror.sinks.size === 0 && mirror.joining === 0 && mirror.loaded) this.#forget(mirror)
   }
 
@@ -396,14 +476,34 @@ export class ChangeFeed {
     for (const sink of sinks) sink.end(error)
   }
 
-  #failAll(reason: string): void {
+  /**
+   * A connection failed (under Redis Cluster, the one to `node`): the
+   * watchers of the clusters it served end with UNAVAILABLE, and mirrors
+   * still loading are dropped, so their joiners start again on a connection
+   * that works.
+   */
+  #failAll(reason: string, node: string | undefined): void {
     const error = unavailable(new Error(reason))
-    for (const mirror of [...this.#mirrors.values()]) if (mirror.loaded) this.#cutOff(mirror, error)
+    for (const mirror of [...this.#mirrors.values()]) {
+      if (node !== undefined && this.#redis.nodeOf(mirror.keys.channel) !== node) continue
+      if (mirror.loaded) this.#cutOff(mirror, error)
+      else this.#forget(mirror)
+    }
+  }
+
+  /** A channel's listener was lost (its slot moved and listening again failed): its watchers start again. */
+  #channelLost(channel: string, reason: string): void {
+    for (const mirror of [...this.#mirrors.values()]) {
+      if (mirror.keys.channel !== channel) continue
+      if (mirror.loaded) this.#cutOff(mirror, unavailable(new Error(reason)))
+      else this.#forget(mirror)
+    }
   }
 
   #forget(mirror: Mirror): void {
     if (this.#mirrors.get(mirror.clusterId) !== mirror) return
     this.#mirrors.delete(mirror.clusterId)
+    this.#settle(mirror)
     this.#redis.unsubscribe(mirror.keys.channel, mirror.listener).catch(() => undefined)
   }
 }

@@ -9,7 +9,13 @@
  * clusters (by next due time) and the counts; under Redis Cluster those live
  * in other slots, so the instance applies what each script reports right
  * after it, and the cap on clusters is checked against the count it last
- * saw (it may be passed by what instances create between two GC passes).
+ * saw (it may be passed by what instances create between two probes).
+ *
+ * Every second the instance probes Redis: its incarnation (run_id) and a
+ * marker key show a restart, a failover or a flush, after which every
+ * mirror is checked against Redis (see `ChangeFeed.catchUp`); the counts
+ * behind the gauges are read; and the leases of watched empty clusters are
+ * renewed.
  *
  * @since 0.1.0
  */
@@ -22,6 +28,7 @@ import { ResourceExhausted, Unavailable } from "../../ports/DiscoveryError.ts"
 import type { GcReport, StateCaps, StateBackendShape, StoreStats } from "../../ports/StateBackend.ts"
 import { StateBackend } from "../../ports/StateBackend.ts"
 import { ChangeFeed, type MirrorStart } from "./ChangeFeed.ts"
+import { Prober } from "./Prober.ts"
 import { scriptKeys, settled } from "./bookkeeping.ts"
 import { keyspace } from "./keys.ts"
 import { viewOf } from "./record.ts"
@@ -44,6 +51,13 @@ export interface RedisBackendOptions extends RedisOptions {
   readonly logLength?: number | undefined
   /** How long a cluster without affiliates keeps its revisions, in milliseconds (default 1 hour). */
   readonly emptyRetentionMillis?: number | undefined
+  /**
+   * How long a cluster that only has watchers keeps its meta after the last
+   * instance watching it stopped renewing it, in milliseconds (default 30 s).
+   */
+  readonly watchLeaseMillis?: number | undefined
+  /** Period of the probe of Redis (incarnation, flush, counts, leases), in milliseconds (default 1000). */
+  readonly probeIntervalMillis?: number | undefined
 }
 
 /**
@@ -66,7 +80,7 @@ const scripts = {
   remove: script(Scripts.remove),
   snapshot: script(Scripts.snapshot),
   sweep: script(Scripts.sweep),
-  touch: script(Scripts.touch)
+  probe: script(Scripts.probe)
 }
 
 /** Affiliates one sweep script looks at, at most. */
@@ -136,6 +150,8 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
     const keys = keyspace(options.keyPrefix ?? "discovery:")
     const logLength = String(options.logLength ?? 1000)
     const retention = String(options.emptyRetentionMillis ?? 3_600_000)
+    const leaseMillis = options.watchLeaseMillis ?? 30_000
+    const lease = String(leaseMillis)
     const epoch = randomBytes(6).toString("base64url")
     const redis = new RedisConnection(options, "discovery")
     const keysOf = (clusterId: string) => scriptKeys(redis, keys, clusterId)
@@ -148,7 +164,7 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
     const load = async (clusterId: string): Promise<MirrorStart> => {
       const reply = (await redis.run(scripts.snapshot, keysOf(clusterId), [
         epoch,
-        retention,
+        lease,
         clusterId,
         String(options.caps.maxClusters),
         String(outsideIndex(clusterId))
@@ -161,8 +177,18 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
       const held = feed.heldOutsideIndex(clusterId)
       return held < 0 || !redis.cluster ? held : held + knownClusters
     }
-    let stats: StoreStats = { clusters: 0, affiliates: 0, endpoints: 0, watches: 0 }
 
+    let stats: StoreStats = { clusters: 0, affiliates: 0, endpoints: 0, watches: 0 }
+    const prober = new Prober({
+      redis,
+      keys,
+      feed,
+      leaseMillis,
+      counted: (counts) => {
+        knownClusters = counts.clusters
+        stats = { ...counts, watches: 0 }
+      }
+    })
     yield* Effect.acquireRelease(
       Effect.promise(() => {
         const connected = redis.connect().catch(() => undefined)
@@ -171,10 +197,18 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
       }),
       () =>
         Effect.sync(() => {
+          prober.stop()
           feed.close(() => undefined)
           redis.close()
         })
     )
+    yield* Effect.promise(() => prober.start(options.probeIntervalMillis ?? 1000))
+    const policy = yield* Effect.promise(() => prober.evictionPolicy())
+    if (policy !== undefined && policy !== "noeviction") {
+      yield* Effect.logWarning(
+        "Redis may evict keys: set maxmemory-policy noeviction, or evicted affiliates vanish and clusters restart their revisions"
+      ).pipe(Effect.annotateLogs({ maxmemory_policy: policy }))
+    }
 
     const refreshStats = async (): Promise<void> => {
       const [clusters, counts] = (await Promise.all([
@@ -249,11 +283,6 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
         }
         if (due.length < indexBatch) break
       }
-      for (const clusterId of feed.watched()) {
-        const current = await redis.run(scripts.touch, keysOf(clusterId), [retention])
-        feed.epochSeen(clusterId, String(current))
-      }
-      feed.catchUp()
       await refreshStats()
       return { removedClusters, removedAffiliates, trimmedAffiliates }
     }
@@ -305,9 +334,9 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
         Effect.flatMap(
           Effect.tryPromise({
             try: (signal) =>
-              feed.watches >= options.caps.maxWatches
-                ? Promise.reject(tooManyWatches)
-                : feed.subscribe(clusterId, sink, signal, resume),
+              feed.reserveWatch(options.caps.maxWatches)
+                ? feed.subscribe(clusterId, sink, signal, resume)
+                : Promise.reject(tooManyWatches),
             catch: failureOf
           }),
           (subscription) => (subscription === undefined ? Effect.interrupt : Effect.succeed(subscription))

@@ -6,12 +6,17 @@
  * run by EVALSHA, loaded again when Redis forgot them (after a restart).
  * Change notifications use sharded pub/sub (SSUBSCRIBE), which a Redis
  * Cluster routes to the node of each channel's slot, on connections of their
- * own.
+ * own. A notifications' connection that fails is dropped with every listener
+ * on it (their owners are told the connection was lost): nothing listens
+ * again by itself, so nothing is left listening for an owner that is gone.
+ * A command that gets no answer within the command timeout fails, so a
+ * stalled connection gives errors, not calls that hang.
  *
  * @since 0.1.0
  */
 import { createHash } from "node:crypto"
 import { createClient, createCluster, RESP_TYPES } from "redis"
+import { keySlot } from "./keys.ts"
 
 /**
  * How to reach Redis.
@@ -30,6 +35,8 @@ export interface RedisOptions {
   readonly connectTimeoutMillis?: number | undefined
   /** Reconnect after a failure, with backoff (default true); a one-shot tool fails instead. */
   readonly reconnect?: boolean | undefined
+  /** Longest wait for the answer to a command, in milliseconds (default 5000); 0 waits for ever. */
+  readonly commandTimeoutMillis?: number | undefined
 }
 
 /**
@@ -61,6 +68,8 @@ export interface Script {
 export const script = (source: string): Script => ({ source, sha: createHash("sha1").update(source).digest("hex") })
 
 const buffers = { typeMapping: { [RESP_TYPES.BLOB_STRING]: Buffer } } as const
+
+const commandOptions = (timeout: number) => (timeout > 0 ? { ...buffers, timeout } : buffers)
 
 const connectionOptions = (options: RedisOptions, name: string) => ({
   ...(options.password === undefined ? {} : { password: options.password }),
@@ -99,21 +108,26 @@ export class RedisConnection {
   readonly cluster: boolean
   readonly #client: Client | undefined
   readonly #nodes: Cluster | undefined
-  #subscriber: Client | undefined
-  readonly #readyListeners: Array<() => void> = []
-  readonly #lostListeners: Array<(reason: string) => void> = []
+  #subscriber: Promise<Client> | undefined
+  readonly #options: ReturnType<typeof commandOptions>
+  readonly #lostListeners: Array<(reason: string, node: string | undefined) => void> = []
+  readonly #channelListeners: Array<(channel: string, reason: string) => void> = []
 
   constructor(options: RedisOptions, name: string) {
     this.cluster = options.cluster === true
-    const onError = (error: Error) => {
-      for (const listener of this.#lostListeners) listener(error.message)
-    }
+    this.#options = commandOptions(options.commandTimeoutMillis ?? 5000)
     if (this.cluster) {
       this.#nodes = newCluster(options, name)
-      this.#nodes.on("error", onError)
+      this.#nodes.on("error", (error: Error) => this.#lost(error.message, undefined))
+      this.#nodes.on("node-error", (error: Error, node: { readonly host: string; readonly port: number }) =>
+        this.#lost(error.message, `${node.host}:${node.port}`)
+      )
+      this.#nodes.on("sharded-channel-moved-error", (error: Error, channel: string) => {
+        for (const listener of this.#channelListeners) listener(channel, messageOf(error))
+      })
     } else {
       this.#client = newClient(options, name)
-      this.#client.on("error", onError)
+      this.#client.on("error", (error: Error) => this.#lost(error.message, undefined))
     }
   }
 
@@ -130,8 +144,48 @@ export class RedisConnection {
   /** Sends one command; `key` names the node of a Redis Cluster that holds it. */
   send(args: ReadonlyArray<string | Buffer>, key?: string): Promise<Reply> {
     const command = args as Array<string | Buffer>
-    if (this.#client !== undefined) return this.#client.sendCommand(command, buffers) as Promise<Reply>
-    return this.#nodes!.sendCommand(key, false, command, buffers) as Promise<Reply>
+    if (this.#client !== undefined) return this.#client.sendCommand(command, this.#options) as Promise<Reply>
+    return this.#nodes!.sendCommand(key, false, command, this.#options) as Promise<Reply>
+  }
+
+  /** The address (`host:port`) of the primary that holds `key` now, under Redis Cluster; `undefined` on a single Redis. */
+  nodeOf(key: string): string | undefined {
+    if (this.#nodes === undefined) return undefined
+    return this.#nodes.slots[keySlot(key)]?.master.address
+  }
+
+  /**
+   * Sends `args` to every primary of a Redis Cluster (the server, on a
+   * single Redis), and gives each one's address with its answer.
+   */
+  async sendToPrimaries(args: ReadonlyArray<string>): Promise<Array<readonly [string, Reply]>> {
+    if (this.#client !== undefined) return [["", (await this.send(args)) as Reply]]
+    const masters = this.#nodes!.masters
+    return Promise.all(
+      masters.map(async (master) => {
+        const node = (await this.#nodes!.nodeClient(master)) as Client
+        return [master.address, (await node.sendCommand([...args], this.#options)) as Reply] as const
+      })
+    )
+  }
+
+  /** The addresses (`host:port`) of the primaries of a Redis Cluster; one empty name for a single Redis. */
+  primaries(): Array<string> {
+    if (this.#nodes === undefined) return [""]
+    return this.#nodes.masters.map((master) => master.address)
+  }
+
+  /** A fingerprint of which primary holds which slots (empty on a single Redis): it changes when slots move. */
+  get topology(): string {
+    if (this.#nodes === undefined) return ""
+    const owners: Array<string> = []
+    let previous = ""
+    this.#nodes.slots.forEach((shard, slot) => {
+      const owner = shard?.master.address ?? "-"
+      if (owner !== previous) owners.push(`${slot}=${owner}`)
+      previous = owner
+    })
+    return owners.join(",")
   }
 
   /** Runs `script` on `keys` (all in one slot under Redis Cluster) with `args`, loading it first when Redis does not know it. */
@@ -170,43 +224,70 @@ export class RedisConnection {
     return (await this.#subscriberClient()).sSubscribe(channel, listener, true)
   }
 
-  /** Stops `listener` listening to a sharded channel. */
+  /** Stops `listener` listening to a sharded channel (nothing to do once its connection was dropped). */
   async unsubscribe(channel: string, listener: (message: Buffer) => void): Promise<void> {
     if (this.#nodes !== undefined) return this.#nodes.sUnsubscribe(channel, listener, true)
-    if (this.#subscriber?.isReady) await this.#subscriber.sUnsubscribe(channel, listener, true)
+    const subscriber = await this.#subscriber?.catch(() => undefined)
+    if (subscriber?.isReady) await subscriber.sUnsubscribe(channel, listener, true)
   }
 
-  /** Calls `listener` each time the notifications' connection is ready again after a break (messages may be lost). */
-  onNotificationsReady(listener: () => void): void {
-    this.#readyListeners.push(listener)
-  }
-
-  /** Calls `listener` with the reason whenever a connection fails (notifications may be lost until it is back). */
-  onConnectionLost(listener: (reason: string) => void): void {
+  /**
+   * Calls `listener` with the reason whenever a connection fails, and under
+   * Redis Cluster the node (`host:port`) it led to (absent: possibly all):
+   * the notifications on it are lost and its listeners dropped.
+   */
+  onConnectionLost(listener: (reason: string, node: string | undefined) => void): void {
     this.#lostListeners.push(listener)
+  }
+
+  /** Calls `listener` when a channel's listeners were lost (its slot moved and listening on the new node failed). */
+  onChannelLost(listener: (channel: string, reason: string) => void): void {
+    this.#channelListeners.push(listener)
   }
 
   /** Closes every connection at once. */
   close(): void {
-    if (this.#subscriber?.isOpen) this.#subscriber.destroy()
+    this.#dropSubscriber()
     if (this.#client?.isOpen) this.#client.destroy()
     if (this.#nodes?.isOpen) this.#nodes.destroy()
   }
 
-  async #subscriberClient(): Promise<Client> {
+  #lost(reason: string, node: string | undefined): void {
+    for (const listener of this.#lostListeners) listener(reason, node)
+  }
+
+  /** The notifications' connection of a single Redis, made when first needed and again after it failed. */
+  #subscriberClient(): Promise<Client> {
     if (this.#subscriber === undefined) {
       const subscriber = this.#client!.duplicate()
-      this.#subscriber = subscriber
       subscriber.on("error", (error: Error) => {
-        for (const listener of this.#lostListeners) listener(error.message)
+        if (this.#subscriber === connected) this.#dropSubscriber()
+        this.#lost(error.message, undefined)
       })
-      let first = true
-      subscriber.on("ready", () => {
-        if (first) first = false
-        else for (const listener of this.#readyListeners) listener()
-      })
-      await subscriber.connect()
+      const connected: Promise<Client> = subscriber.connect().then(
+        () => subscriber,
+        (error: unknown) => {
+          if (this.#subscriber === connected) this.#subscriber = undefined
+          subscriber.destroy()
+          throw error
+        }
+      )
+      connected.catch(() => undefined)
+      this.#subscriber = connected
     }
     return this.#subscriber
   }
+
+  /** Drops the notifications' connection with every listener on it. */
+  #dropSubscriber(): void {
+    const subscriber = this.#subscriber
+    this.#subscriber = undefined
+    subscriber
+      ?.then((client) => {
+        if (client.isOpen) client.destroy()
+      })
+      .catch(() => undefined)
+  }
 }
+
+const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error))

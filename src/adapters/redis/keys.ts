@@ -51,6 +51,10 @@ export const keyspace = (prefix: string) => {
     index,
     /** The hash of affiliate and endpoint counts. */
     counts,
+    /** The dataset's marker: a random value that a flush removes (see `Prober`). */
+    marker: `${prefix}marker`,
+    /** A marker key with the hash tag `tag`, for the primary of its slot under Redis Cluster. */
+    markerOf: (tag: string): string => `${prefix}{${tag}}:marker`,
     /** A SCAN pattern matching every cluster's due-times key. */
     dueTimesPattern: `${globEscaped(prefix)}{*}:x`,
     /** The cluster whose due-times key this is (as `dueTimesPattern` finds them). */
@@ -75,3 +79,30 @@ export const keyspace = (prefix: string) => {
  * @since 0.1.0
  */
 export type Keyspace = ReturnType<typeof keyspace>
+
+/** CRC16 (XMODEM), the checksum Redis Cluster computes a key's slot with. */
+const crc16 = (bytes: Uint8Array): number => {
+  let crc = 0
+  for (const byte of bytes) {
+    crc ^= byte << 8
+    for (let bit = 0; bit < 8; bit++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff
+  }
+  return crc
+}
+
+/**
+ * The Redis Cluster slot of `key`: the CRC16 of its hash tag (the text
+ * between the first `{` and the next `}`, when not empty) or of the whole key.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const keySlot = (key: string): number => {
+  const bytes = Buffer.from(key, "utf8")
+  const open = bytes.indexOf(0x7b)
+  if (open !== -1) {
+    const close = bytes.indexOf(0x7d, open + 1)
+    if (close > open + 1) return crc16(bytes.subarray(open + 1, close)) % 16384
+  }
+  return crc16(bytes) % 16384
+}

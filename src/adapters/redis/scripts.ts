@@ -8,10 +8,20 @@
  *
  * Keys of one cluster share the hash tag `{<clusterId>}` (see `keys.ts`).
  * Every script takes the same keys: the affiliates (a hash of records), their
- * next due times (a sorted set), the cluster's meta (a hash: revision and
- * epoch) and its change log; on a single Redis also the instance-wide index
- * of clusters by next due time and the counts of affiliates and endpoints
- * (see `bookkeeping.ts` for Redis Cluster).
+ * next due times (a sorted set), the cluster's meta (a hash: revision, epoch
+ * and the incarnation of Redis that started the epoch) and its change log; on
+ * a single Redis also the instance-wide index of clusters by next due time
+ * and the counts of affiliates and endpoints (see `bookkeeping.ts` for Redis
+ * Cluster).
+ *
+ * An epoch is issued revisions by one Redis process only: its incarnation is
+ * the process's `run_id`, which every start (from any file), every failover
+ * to a replica and every slot moved to another node changes. A script that
+ * finds the cluster's epoch started by another incarnation starts a new epoch
+ * before it issues a revision, so revisions issued again after a loss of
+ * writes never reuse the epoch of the ones lost. A Redis restart therefore
+ * starts a new epoch for every cluster it changes, whether or not it lost
+ * anything.
  *
  * A record is `>dHH` (expiry, data length, endpoint count), the data, then
  * for each endpoint `>dH` (expiry, length) and its bytes; times are
@@ -54,10 +64,12 @@ local function encode(aff)
   return table.concat(parts)
 end
 
--- When the sweeper must look at the affiliate again: its own expiry (it goes
--- once strictly past) or its earliest endpoint expiry (gone once reached).
+-- When the sweeper must look at the affiliate again: the first millisecond
+-- strictly past its own expiry (it goes then), or its earliest endpoint expiry
+-- (an endpoint goes once that is reached). Never "now" for what stays, so a
+-- sweep never finds the same affiliates due again.
 local function due(aff)
-  local at = aff.exp
+  local at = math.floor(aff.exp) + 1
   for _, ep in ipairs(aff.eps) do if ep.e < at then at = ep.e end end
   return at
 end
@@ -99,15 +111,29 @@ local function settled(result, due)
   return { result, counted.affiliates, counted.endpoints, due }
 end
 
--- A cluster whose meta is gone (never made, expired, or lost with Redis's
--- data) starts a new epoch and a new log: its revisions count from 1 again.
--- The epoch is the instance's, with Redis's clock to the microsecond, so a
--- cluster made again by the same instance never reuses an epoch.
+-- This Redis process (its run_id): what an epoch's revisions come from.
+local incarnationOf
+local function incarnation()
+  if not incarnationOf then
+    incarnationOf = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+  end
+  return incarnationOf
+end
+
+-- Starts a new epoch and log unless the cluster's epoch was started by this
+-- incarnation. A cluster whose meta is gone (never made, expired, flushed or
+-- lost with Redis's data) counts its revisions from 1 again; one whose epoch
+-- another incarnation started (a restart from any file, a failover, a slot
+-- moved here) keeps counting, under the new epoch. The epoch is the
+-- instance's, with Redis's clock to the microsecond, so a cluster made again
+-- by the same instance never reuses an epoch. Returns true for a new meta.
 local function startEpoch(base)
-  if redis.call('HEXISTS', M, 'epoch') == 1 then return end
+  local meta = redis.call('HMGET', M, 'epoch', 'inc')
+  if meta[1] and meta[2] == incarnation() then return false end
   local now = redis.call('TIME')
-  redis.call('HSET', M, 'epoch', base .. '.' .. string.format('%x%05x', tonumber(now[1]), tonumber(now[2])))
+  redis.call('HSET', M, 'epoch', base .. '.' .. string.format('%x%05x', tonumber(now[1]), tonumber(now[2])), 'inc', incarnation())
   redis.call('DEL', S)
+  return not meta[1]
 end
 
 local function revision(epoch)
@@ -238,21 +264,27 @@ return settled(rev, nextDue)
 /**
  * The snapshot a watch starts from, in one step: revision, epoch, then the
  * affiliates as ID and record pairs. A cluster without meta gets it (revision
- * 0, this epoch), so the revisions its watchers count from stay valid;
- * watching a cluster that does not exist fails as creating one would when
- * the cap on clusters is reached. ARGV: epoch for a new cluster, retention
- * of an empty cluster (ms), cluster ID, max clusters, clusters the instance
- * holds outside the index (see overCap).
+ * 0, this epoch), so the revisions its watchers count from stay valid; while
+ * it has no affiliates its meta and log live for the lease, which the
+ * instances that watch it renew (see `renewLease`), so watches alone leave
+ * nothing behind. Watching a cluster that does not exist fails as creating
+ * one would when the cap on clusters is reached. ARGV: epoch for a new
+ * cluster, lease of a watched empty cluster (ms), cluster ID, max clusters,
+ * clusters the instance holds outside the index (see overCap).
  *
  * @category models
  * @since 0.1.0
  */
 export const snapshot = `${prelude}
-local cid, maxClusters, outside = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
-if redis.call('HLEN', A) == 0 and overCap(cid, maxClusters, outside) then return redis.error_reply('LIMIT clusters') end
-startEpoch(ARGV[1])
+local cid, lease, maxClusters, outside = ARGV[3], ARGV[2], tonumber(ARGV[4]), tonumber(ARGV[5])
+local empty = redis.call('HLEN', A) == 0
+if empty and overCap(cid, maxClusters, outside) then return redis.error_reply('LIMIT clusters') end
+local created = startEpoch(ARGV[1])
 redis.call('HSETNX', M, 'rev', 0)
-retain(ARGV[2])
+if empty then
+  redis.call('PEXPIRE', M, lease, created and 'NX' or 'GT')
+  redis.call('PEXPIRE', S, lease, 'GT')
+end
 local meta = redis.call('HMGET', M, 'rev', 'epoch')
 return { meta[1], meta[2], redis.call('HGETALL', A) }
 `
@@ -310,19 +342,6 @@ return settled({ removed, trimmed, #ids == limit and 1 or 0, emptied }, nextDue)
 `
 
 /**
- * Keeps the meta and log of a cluster this instance watches while it has no
- * affiliates, and tells its epoch (empty when the meta is gone). ARGV:
- * retention of an empty cluster (ms).
- *
- * @category models
- * @since 0.1.0
- */
-export const touch = `${prelude}
-retain(ARGV[1])
-return redis.call('HGET', M, 'epoch') or ''
-`
-
-/**
  * Puts a cluster read from a snapshot file into Redis, unless Redis already
  * holds affiliates of it (then it returns -1 and writes nothing, as the
  * memory backend skips a cluster it holds). Each affiliate is one logged
@@ -359,11 +378,53 @@ return settled(restored, nextDue)
  * Reads a cluster's change log with the epoch it belongs to, in one step, so
  * a reader never takes changes of a new sequence for its own. KEYS: the
  * cluster's meta and log. ARGV: first and last entry IDs, most entries. Its
- * result is the epoch (empty when the meta is gone) and the entries.
+ * result is the epoch and the entries; the epoch is empty when the meta is
+ * gone, or when another incarnation of Redis started it (the next change
+ * starts a new epoch: whoever follows the cluster starts again from a
+ * snapshot).
  *
  * @category models
  * @since 0.1.0
  */
 export const readLog = `
-return { redis.call('HGET', KEYS[1], 'epoch') or '', redis.call('XRANGE', KEYS[2], ARGV[1], ARGV[2], 'COUNT', ARGV[3]) }
+local meta = redis.call('HMGET', KEYS[1], 'epoch', 'inc')
+if not meta[1] or meta[2] ~= string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') then return { '', {} } end
+return { meta[1], redis.call('XRANGE', KEYS[2], ARGV[1], ARGV[2], 'COUNT', ARGV[3]) }
+`
+
+/**
+ * Renews the lease of watched clusters that have no affiliates: the meta and
+ * log of each, given as KEYS in pairs, live at least `lease` more
+ * milliseconds; a cluster that has affiliates (no expiry) or a longer
+ * retention is left alone. ARGV: the lease (ms).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const renewLease = `
+for i = 1, #KEYS do redis.call('PEXPIRE', KEYS[i], ARGV[1], 'GT') end
+return #KEYS
+`
+
+/**
+ * What an instance checks every second, in one step: the incarnation of
+ * Redis (its run_id) and the dataset's marker, a random value written when
+ * missing, so a restart, a failover and a flush each show as a change; with
+ * the index and counts on this node, also the clusters and the counts of
+ * affiliates and endpoints. KEYS: the marker, then (a single Redis) the index
+ * and the counts. ARGV: a value for the marker if it is missing.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const probe = `
+local marker = redis.call('GET', KEYS[1])
+if not marker then
+  redis.call('SET', KEYS[1], ARGV[1])
+  marker = ARGV[1]
+end
+local runId = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+if not KEYS[2] then return { runId, marker } end
+local counts = redis.call('HMGET', KEYS[3], 'affiliates', 'endpoints')
+return { runId, marker, redis.call('ZCARD', KEYS[2]), counts[1] or '0', counts[2] or '0' }
 `

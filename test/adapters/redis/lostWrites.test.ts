@@ -1,0 +1,72 @@
+/**
+ * Redis that comes back without its last writes (killed and started from an
+ * older RDB file, as after a crash with AOF `everysec`, a restore, or a
+ * failover to a replica that lagged) must never let a watcher resume across
+ * the loss: the revisions issued after it belong to a new epoch, so a watcher
+ * that saw the lost writes gets a fresh snapshot (issue 22, the first
+ * scenario, through the backend and a real `redis-server`).
+ */
+import { Effect } from "effect"
+import { assert, describe, it } from "@effect/vitest"
+import type { AffiliateView } from "../../../src/ports/ClusterApi.ts"
+import {
+  command,
+  directConnection,
+  eventually,
+  instanceOn,
+  killAndRestart,
+  recordingSink,
+  updateOf
+} from "./fixtures/backendState.ts"
+import { redisForTests } from "./redisServer.ts"
+
+const redis = redisForTests()
+
+const ids = (affiliates: ReadonlyArray<AffiliateView>) => affiliates.map((affiliate) => affiliate.id).sort()
+
+describe("Redis restarted from an older file", () => {
+  it.live("a watcher that saw the lost writes is not resumed onto the revisions issued again", () =>
+    Effect.gen(function* () {
+      const { backend, state } = yield* instanceOn(redis.server.url)
+      const clusterId = "lost-writes"
+      for (const id of ["n0", "n1", "n2"]) yield* state.update(updateOf(clusterId, id))
+      const probe = yield* directConnection(redis.server.url)
+      yield* command(probe, "SAVE")
+
+      const watcher = recordingSink()
+      const seen = yield* Effect.scoped(
+        Effect.gen(function* () {
+          const start = yield* state.subscribe({ clusterId }, watcher.sink)
+          for (const id of ["n3", "n4"]) yield* state.update(updateOf(clusterId, id))
+          yield* eventually(() => watcher.deltas.length === 2, "the watcher saw n3 and n4")
+          return start
+        })
+      )
+      assert.strictEqual(seen._tag, "Snapshot")
+      const resumePoint = { epoch: seen._tag === "Snapshot" ? seen.epoch! : "", revision: 5 }
+      assert.strictEqual(watcher.deltas.at(-1)?.revision, 5)
+
+      yield* killAndRestart(redis)
+      yield* eventually(() => backend.available!(), "the backend reconnected", 10_000)
+      yield* eventually(
+        () =>
+          Effect.runPromise(
+            state.delete({ clusterId, affiliateId: "n1" }).pipe(
+              Effect.as(true),
+              Effect.orElseSucceed(() => false)
+            )
+          ),
+        "a delete went through"
+      )
+      for (const id of ["n5", "n6", "n7"]) yield* state.update(updateOf(clusterId, id))
+      assert.deepStrictEqual(ids(yield* state.list({ clusterId })), ["n0", "n2", "n5", "n6", "n7"])
+
+      const comeback = recordingSink()
+      const start = yield* Effect.scoped(state.subscribe({ clusterId, resume: resumePoint }, comeback.sink))
+      assert.strictEqual(start._tag, "Snapshot", "no resume across the lost writes")
+      if (start._tag !== "Snapshot") return
+      assert.notStrictEqual(start.epoch, resumePoint.epoch, "the revisions after the loss are a new epoch")
+      assert.deepStrictEqual(ids(start.affiliates), ["n0", "n2", "n5", "n6", "n7"])
+    }).pipe(Effect.scoped)
+  )
+})
