@@ -50,6 +50,7 @@ export class Prober {
   readonly #feed: ChangeFeed
   readonly #leaseMillis: number
   readonly #counted: (counts: ProbedCounts) => void
+  readonly #changed: () => void
   /** What Redis was at the last probe that answered. */
   #identity: string | undefined
   #timer: ReturnType<typeof setInterval> | undefined
@@ -61,12 +62,15 @@ export class Prober {
     readonly feed: ChangeFeed
     readonly leaseMillis: number
     readonly counted: (counts: ProbedCounts) => void
+    /** Called when Redis changed (after every mirror was asked to check itself). */
+    readonly changed: () => void
   }) {
     this.#redis = options.redis
     this.#keys = options.keys
     this.#feed = options.feed
     this.#leaseMillis = options.leaseMillis
     this.#counted = options.counted
+    this.#changed = options.changed
   }
 
   /** Probes once now (a failure is left to the next one), then every `intervalMillis`. */
@@ -145,7 +149,9 @@ export class Prober {
   #seen(identity: string): void {
     const previous = this.#identity
     this.#identity = identity
-    if (previous !== undefined && previous !== identity) this.#feed.catchUp()
+    if (previous === undefined || previous === identity) return
+    this.#feed.catchUp()
+    this.#changed()
   }
 
   /** A marker key that lives on the primary at `address` (under Redis Cluster each primary has its own). */

@@ -86,7 +86,12 @@ const scripts = {
 /** Affiliates one sweep script looks at, at most. */
 const sweepBatch = 128
 
-/** Under Redis Cluster, every how many GC passes the index of clusters is checked against the clusters' keys (the first pass included). */
+/**
+ * Under Redis Cluster, every how many GC passes the index of clusters and the
+ * counts are checked against the clusters' keys (the first pass included);
+ * the probe also asks for it when a primary fails over, a slot moves or a
+ * node is flushed.
+ */
 const reconcileEvery = 10
 
 /** Clusters one GC pass asks the index for at a time. */
@@ -179,6 +184,8 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
     }
 
     let stats: StoreStats = { clusters: 0, affiliates: 0, endpoints: 0, watches: 0 }
+    /** What to do when the probe sees Redis change (set once the reconciliation below exists). */
+    let changed = () => {}
     const prober = new Prober({
       redis,
       keys,
@@ -187,7 +194,8 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
       counted: (counts) => {
         knownClusters = counts.clusters
         stats = { ...counts, watches: 0 }
-      }
+      },
+      changed: () => changed()
     })
     yield* Effect.acquireRelease(
       Effect.promise(() => {
@@ -250,21 +258,52 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
     /**
      * Under Redis Cluster, puts back in the index every cluster with
      * something due (found by SCAN on every primary), which an instance that
-     * died between a script and its bookkeeping left out; entries of
-     * clusters that have nothing left go at their next sweep.
+     * died between a script and its bookkeeping left out, and sets the counts
+     * to what the clusters' keys hold (each cluster's affiliates, and the
+     * endpoints its meta counts), as a failover that lost writes, a flush or
+     * that instance left them; entries of clusters that have nothing left go
+     * at their next sweep. Counts changed while it runs may be off until the
+     * next one.
      */
     let passes = 0
-    const reconcileIndex = async (): Promise<void> => {
-      for await (const key of redis.scan(keys.dueTimesPattern)) {
-        const name = key.toString("utf8")
-        const first = (await redis.send(["ZRANGE", name, "0", "0", "WITHSCORES"], name)) as ReadonlyArray<Buffer>
-        if (first.length < 2) continue
-        await redis.send(["ZADD", keys.index, first[1]!.toString(), keys.clusterOfDueTimes(name)], keys.index)
+    let reconciling: Promise<void> | undefined
+    const reconcile = (): Promise<void> => {
+      reconciling ??= (async () => {
+        let affiliates = 0
+        let endpoints = 0
+        const names = new Set<string>()
+        for await (const key of redis.scan(keys.dueTimesPattern)) names.add(key.toString("utf8"))
+        for (const name of names) {
+          const clusterId = keys.clusterOfDueTimes(name)
+          const own = keys.cluster(clusterId)
+          const [first, held, counted] = (await Promise.all([
+            redis.send(["ZRANGE", name, "0", "0", "WITHSCORES"], name),
+            redis.send(["HLEN", own.affiliates], own.affiliates),
+            redis.send(["HGET", own.meta, "e"], own.meta)
+          ])) as [ReadonlyArray<Buffer>, number, Buffer | null]
+          affiliates += held
+          endpoints += Number(counted?.toString() ?? 0)
+          if (first.length < 2) continue
+          await redis.send(["ZADD", keys.index, first[1]!.toString(), clusterId], keys.index)
+        }
+        await redis.send(
+          ["HSET", keys.counts, "affiliates", String(affiliates), "endpoints", String(endpoints)],
+          keys.counts
+        )
+      })().finally(() => {
+        reconciling = undefined
+      })
+      return reconciling
+    }
+
+    if (redis.cluster) {
+      changed = () => {
+        reconcile().catch(() => undefined)
       }
     }
 
     const collectGarbage = async (now: number): Promise<GcReport> => {
-      if (redis.cluster && passes++ % reconcileEvery === 0) await reconcileIndex()
+      if (redis.cluster && passes++ % reconcileEvery === 0) await reconcile()
       let removedClusters = 0
       let removedAffiliates = 0
       let trimmedAffiliates = 0

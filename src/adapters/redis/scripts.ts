@@ -77,10 +77,17 @@ end
 -- Scores keep every digit (Lua would print 14), counts skip zero (Lua prints -0).
 local function score(x) return string.format('%.17g', x) end
 
+-- Under Redis Cluster the cluster's meta also counts its endpoints (field
+-- 'e', in the script's slot), so the instance-wide counts can be summed again
+-- from the clusters' own keys when they drift.
 local function count(field, n)
   if n ~= 0 then
     counted[field] = counted[field] + n
-    if COUNTS then redis.call('HINCRBY', COUNTS, field, n) end
+    if COUNTS then
+      redis.call('HINCRBY', COUNTS, field, n)
+    elseif field == 'endpoints' then
+      redis.call('HINCRBY', M, 'e', n)
+    end
   end
 end
 
