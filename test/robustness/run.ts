@@ -13,7 +13,7 @@ import { readHistory } from "./check.ts"
 import type { RunCluster } from "./cluster/index.ts"
 import { startMemory, startRedis, startRedisCluster } from "./cluster/index.ts"
 import { busyClusters as baseClusters, type Fault, faultByName, type Heal } from "./faults/index.ts"
-import type { AffiliateRecord, RunRecord, Violation } from "./history.ts"
+import type { AffiliateRecord, GaugeRecord, RunRecord, Violation } from "./history.ts"
 import type { Scenario } from "./scenarios.ts"
 import { runCapPressure } from "./traffic/capPressure.ts"
 import { startGoNodes, type RunningGoNodes } from "./traffic/goNodes.ts"
@@ -132,22 +132,26 @@ const listEverything = async (
   return lists
 }
 
-/** Whether every instance lists the same (`lists`), and every watcher, Go node and gauge agrees with it. */
+/**
+ * Whether every instance lists the same (`lists`), and every watcher, Go
+ * node and gauge agrees with it: the gauges read when they all did, or
+ * undefined.
+ */
 const settledOn = async (
   context: TrafficContext,
   clusters: ReadonlyArray<string>,
   lists: Readonly<Record<string, Readonly<Record<string, ReadonlyArray<AffiliateRecord>>>>>,
   watchers: ReadonlyArray<Watcher>,
   goNodes: RunningGoNodes | undefined
-): Promise<boolean> => {
+): Promise<ReadonlyArray<GaugeRecord> | undefined> => {
   const instances = Object.values(lists)
-  if (instances.length !== context.targets.length) return false
+  if (instances.length !== context.targets.length) return undefined
   const first = instances[0]!
   for (const other of instances)
-    for (const cluster of clusters) if (!sameList(first[cluster]!, other[cluster]!)) return false
+    for (const cluster of clusters) if (!sameList(first[cluster]!, other[cluster]!)) return undefined
   for (const watcher of watchers) {
-    if (!watcher.settled()) return false
-    if (!sameList([...watcher.state.view.values()], first[watcher.cluster]!)) return false
+    if (!watcher.settled()) return undefined
+    if (!sameList([...watcher.state.view.values()], first[watcher.cluster]!)) return undefined
   }
   if (goNodes !== undefined) {
     const expected = (first[goNodes.cluster] ?? []).map((affiliate) => affiliate.id)
@@ -159,7 +163,7 @@ const settledOn = async (
           .sort()
           .join()
       )
-        return false
+        return undefined
     }
   }
   const held = Object.values(first)
@@ -169,13 +173,17 @@ const settledOn = async (
     0
   )
   const clustersHeld = held.filter((list) => list.length > 0).length
+  const read: Array<GaugeRecord> = []
   for (const target of context.targets) {
-    if ((await target.readyz()) !== 200) return false
+    if ((await target.readyz()) !== 200) return undefined
     const gauges = await gaugesOf(target, context.files.now)
-    if (gauges?.affiliates !== affiliates || gauges.endpoints !== endpoints || gauges.clusters < clustersHeld)
-      return false
+    if (gauges === undefined) return undefined
+    if (gauges.affiliates !== affiliates || gauges.endpoints !== endpoints || gauges.clusters < clustersHeld) {
+      return undefined
+    }
+    read.push(gauges)
   }
-  return true
+  return read
 }
 
 /** Runs `options.scenario` once and checks its history. */
@@ -237,8 +245,10 @@ export const runScenario = async (options: RunOptions): Promise<RunReport> => {
     // the lists recorded are those everything was found to agree with (an expiry may change them while they are read)
     let lists = await listEverything(context, clusters)
     let listed = files.now()
+    let gauges: ReadonlyArray<GaugeRecord> | undefined
     while (Date.now() - quiesced < runBounds.convergeMillis) {
-      if (await settledOn(context, clusters, lists, watchers, goNodes)) break
+      gauges = await settledOn(context, clusters, lists, watchers, goNodes)
+      if (gauges !== undefined) break
       await new Promise((resolve) => setTimeout(resolve, 200))
       lists = await listEverything(context, clusters)
       listed = files.now()
@@ -246,9 +256,10 @@ export const runScenario = async (options: RunOptions): Promise<RunReport> => {
     settleTimes.push(Date.now() - quiesced)
     await goNodes?.record(listed)
     write({ type: "final", at: listed, lists })
+    // the gauges that agreed with the lists, or (when nothing settled) what they show now
     for (const target of context.targets) {
-      const gauges = await gaugesOf(target, files.now)
-      if (gauges !== undefined) write(gauges)
+      const shown = gauges?.find((each) => each.instance === target.name) ?? (await gaugesOf(target, files.now))
+      if (shown !== undefined) write(shown)
     }
   }
   try {

@@ -110,6 +110,7 @@ export class ChangeFeed {
   readonly #redis: RedisConnection
   readonly #load: (clusterId: string) => Promise<MirrorStart>
   readonly #keysOf: (clusterId: string) => ClusterKeys
+  readonly #released: (clusterId: string) => Promise<void>
   /** Watches open or on their way in (reserved before anything is awaited). */
   #watches = 0
   /** Snapshot scripts sent and not answered yet. */
@@ -117,6 +118,8 @@ export class ChangeFeed {
   /** Loaded mirrors of clusters without affiliates. */
   #empty = 0
   #closed = false
+  /** Mirrors forgotten whose channel is being let go (and their hold after it). */
+  readonly #releasing = new Set<Promise<void>>()
   readonly #release = () => {
     this.#watches--
   }
@@ -125,10 +128,13 @@ export class ChangeFeed {
     readonly redis: RedisConnection
     readonly load: (clusterId: string) => Promise<MirrorStart>
     readonly keysOf: (clusterId: string) => ClusterKeys
+    /** Called once the instance stopped listening to a cluster it loaded (it may let go of its hold). */
+    readonly released?: ((clusterId: string) => Promise<void>) | undefined
   }) {
     this.#redis = options.redis
     this.#load = options.load
     this.#keysOf = options.keysOf
+    this.#released = options.released ?? (async () => undefined)
     this.#redis.onConnectionLost((reason, node) => this.#failAll(reason, node))
     this.#redis.onChannelLost((channel, reason) => this.#channelLost(channel, reason))
   }
@@ -168,10 +174,12 @@ export class ChangeFeed {
 
   /**
    * Resolves once every watched cluster's mirror has applied every change
-   * its log held when asked, and handed it to the watchers (tests use it to
-   * know that deliveries are done).
+   * its log held when asked, and handed it to the watchers, and every
+   * cluster no longer watched was let go (tests use it to know that
+   * deliveries are done).
    */
   async drained(): Promise<void> {
+    await Promise.all([...this.#releasing])
     for (const mirror of [...this.#mirrors.values()]) {
       await mirror.ready.catch(() => undefined)
       if (!mirror.loaded || this.#mirrors.get(mirror.clusterId) !== mirror) continue
@@ -327,16 +335,16 @@ export class ChangeFeed {
   }
 
   /**
-   * The meta and log keys of the watched clusters without affiliates whose
-   * lease was last renewed `every` milliseconds or more before `now`, marked
-   * renewed at `now`.
+   * The watched clusters without affiliates whose hold was last renewed
+   * `every` milliseconds or more before `now` (or never since they emptied),
+   * marked renewed at `now`.
    */
-  leasesDue(now: number, every: number): Array<ClusterKeys> {
-    const due: Array<ClusterKeys> = []
+  leasesDue(now: number, every: number): Array<string> {
+    const due: Array<string> = []
     for (const mirror of this.#mirrors.values()) {
       if (mirror.countedEmpty && now - mirror.renewedAt >= every) {
         mirror.renewedAt = now
-        due.push(mirror.keys)
+        due.push(mirror.clusterId)
       }
     }
     return due
@@ -372,6 +380,8 @@ export class ChangeFeed {
     mirror.epoch = start.epoch
     mirror.affiliates = start.affiliates
     mirror.loaded = true
+    // the snapshot script held it if it was empty
+    mirror.renewedAt = Date.now()
     this.#settle(mirror)
     this.#read(mirror)
   }
@@ -389,6 +399,8 @@ export class ChangeFeed {
     if (mirror.countedEmpty !== empty) {
       mirror.countedEmpty = empty
       this.#empty += empty ? 1 : -1
+      // the change that emptied it held it, for the lease
+      if (empty) mirror.renewedAt = Date.now()
     }
   }
 
@@ -504,7 +516,14 @@ export class ChangeFeed {
     if (this.#mirrors.get(mirror.clusterId) !== mirror) return
     this.#mirrors.delete(mirror.clusterId)
     this.#settle(mirror)
-    this.#redis.unsubscribe(mirror.keys.channel, mirror.listener).catch(() => undefined)
+    const releasing: Promise<void> = this.#redis
+      .unsubscribe(mirror.keys.channel, mirror.listener)
+      .then(() => {
+        if (mirror.loaded && !this.#closed) return this.#released(mirror.clusterId)
+      })
+      .catch(() => undefined)
+      .finally(() => this.#releasing.delete(releasing))
+    this.#releasing.add(releasing)
   }
 }
 

@@ -8,8 +8,8 @@
  * every mirror is checked against Redis (`ChangeFeed.catchUp`), so watchers
  * of a quiet cluster learn of a flush or a failover within a probe, not at
  * its next change. Each probe is one script per primary, whatever the number
- * of watched clusters, plus two commands per empty watched cluster whose
- * lease is due (a third of the lease after the last renewal).
+ * of watched clusters, plus one per empty watched cluster whose hold is due
+ * (a third of the lease after the last renewal).
  *
  * @since 0.1.0
  */
@@ -48,7 +48,7 @@ export class Prober {
   readonly #redis: RedisConnection
   readonly #keys: Keyspace
   readonly #feed: ChangeFeed
-  readonly #leaseMillis: number
+  readonly #renewHeld: () => Promise<void>
   readonly #counted: (counts: ProbedCounts) => void
   readonly #changed: () => void
   /** What Redis was at the last probe that answered. */
@@ -60,7 +60,8 @@ export class Prober {
     readonly redis: RedisConnection
     readonly keys: Keyspace
     readonly feed: ChangeFeed
-    readonly leaseMillis: number
+    /** Holds the watched empty clusters whose hold is due. */
+    readonly renewHeld: () => Promise<void>
     readonly counted: (counts: ProbedCounts) => void
     /** Called when Redis changed (after every mirror was asked to check itself). */
     readonly changed: () => void
@@ -68,7 +69,7 @@ export class Prober {
     this.#redis = options.redis
     this.#keys = options.keys
     this.#feed = options.feed
-    this.#leaseMillis = options.leaseMillis
+    this.#renewHeld = options.renewHeld
     this.#counted = options.counted
     this.#changed = options.changed
   }
@@ -90,7 +91,7 @@ export class Prober {
     if (this.#running || !this.#redis.ready) return
     this.#running = true
     try {
-      await Promise.all([this.#check(), this.#renewLeases()])
+      await Promise.all([this.#check(), this.#renewHeld()])
     } catch {
       // Redis unreachable or failing over: the connection's own failure handling ends what it must
     } finally {
@@ -116,7 +117,7 @@ export class Prober {
     if (!redis.cluster) {
       const reply = (await redis.run(
         probeScript,
-        [this.#keys.marker, this.#keys.index, this.#keys.counts],
+        [this.#keys.marker, this.#keys.index, this.#keys.counts, this.#keys.held],
         [newMarker()]
       )) as ReadonlyArray<Reply>
       this.#seen(`${text(reply[0])}/${text(reply[1])}`)
@@ -135,10 +136,13 @@ export class Prober {
       })
     )
     this.#seen(`${identities.sort().join(",")}|${redis.topology}`)
-    const [clusters, counts] = (await Promise.all([
+    await redis.send(["ZREMRANGEBYSCORE", this.#keys.held, "-inf", String(Date.now())], this.#keys.held)
+    const [indexed, held, counts] = (await Promise.all([
       redis.send(["ZCARD", this.#keys.index], this.#keys.index),
+      redis.send(["ZCARD", this.#keys.held], this.#keys.held),
       redis.send(["HMGET", this.#keys.counts, "affiliates", "endpoints"], this.#keys.counts)
-    ])) as [number, ReadonlyArray<Reply>]
+    ])) as [number, number, ReadonlyArray<Reply>]
+    const clusters = indexed + held
     this.#counted({
       clusters,
       affiliates: Number(text(counts[0]) || 0),
@@ -160,16 +164,5 @@ export class Prober {
       const key = this.#keys.markerOf(`m${i}`)
       if (this.#redis.nodeOf(key) === address || i > 100_000) return key
     }
-  }
-
-  async #renewLeases(): Promise<void> {
-    const due = this.#feed.leasesDue(Date.now(), this.#leaseMillis / 3)
-    const lease = String(this.#leaseMillis)
-    await Promise.all(
-      due.flatMap((keys) => [
-        this.#redis.send(["PEXPIRE", keys.meta, lease, "GT"], keys.meta),
-        this.#redis.send(["PEXPIRE", keys.log, lease, "GT"], keys.log)
-      ])
-    )
   }
 }

@@ -80,7 +80,10 @@ const scripts = {
   remove: script(Scripts.remove),
   snapshot: script(Scripts.snapshot),
   sweep: script(Scripts.sweep),
-  probe: script(Scripts.probe)
+  probe: script(Scripts.probe),
+  renewHeld: script(Scripts.renewHeld),
+  release: script(Scripts.release),
+  countClusters: script(Scripts.countClusters)
 }
 
 /** Affiliates one sweep script looks at, at most. */
@@ -163,9 +166,19 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
     /** The clusters counted when last asked (the cap's measure under Redis Cluster). */
     let knownClusters = 0
     const settle = (clusterId: string, reply: Reply) =>
-      settled(redis, keys, clusterId, reply, (change) => {
-        knownClusters += change
-      })
+      settled(
+        redis,
+        keys,
+        clusterId,
+        reply,
+        (change) => {
+          knownClusters += change
+        },
+        leaseMillis
+      )
+    /** Holds an empty cluster in the held set (under Redis Cluster, where the scripts cannot). */
+    const holdApart = (clusterId: string, millis: number) =>
+      redis.send(["ZADD", keys.held, "GT", String(Date.now() + millis), clusterId], keys.held)
     const load = async (clusterId: string): Promise<MirrorStart> => {
       const reply = (await redis.run(scripts.snapshot, keysOf(clusterId), [
         epoch,
@@ -174,13 +187,40 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
         String(options.caps.maxClusters),
         String(outsideIndex(clusterId))
       ])) as ReadonlyArray<Reply>
-      return { revision: Number(String(reply[0])), epoch: String(reply[1]), affiliates: affiliatesOf(reply[2]!) }
+      const affiliates = affiliatesOf(reply[2]!)
+      if (redis.cluster && affiliates.size === 0) await holdApart(clusterId, leaseMillis)
+      return { revision: Number(String(reply[0])), epoch: String(reply[1]), affiliates }
     }
-    const feed = new ChangeFeed({ redis, load, keysOf: keys.cluster })
-    /** What the scripts add to the index's count of clusters for the cap (see `overCap` in scripts.ts). */
+    /** Holds the watched empty clusters whose hold is due, now (the probe also does, every second). */
+    const renewHeld = async (): Promise<void> => {
+      const due = feed.leasesDue(Date.now(), leaseMillis / 3)
+      await Promise.all(
+        due.map(async (clusterId) => {
+          const held = await redis.run(scripts.renewHeld, keysOf(clusterId), [clusterId, lease])
+          if (redis.cluster && held === 1) await holdApart(clusterId, leaseMillis)
+        })
+      )
+    }
+    /** Lets go of a cluster this instance stopped watching (see `release` in scripts.ts). */
+    const release = async (clusterId: string): Promise<void> => {
+      const released = await redis.run(scripts.release, keysOf(clusterId), [clusterId])
+      if (redis.cluster && released === 1) await redis.send(["ZREM", keys.held, clusterId], keys.held)
+    }
+    const feed = new ChangeFeed({
+      redis,
+      load,
+      keysOf: keys.cluster,
+      released: release
+    })
+    /**
+     * What the scripts add to their count of clusters for the cap (see
+     * `overCap` in scripts.ts): on a single Redis nothing, as the index and
+     * the held set are counted in the script; under Redis Cluster the count
+     * last seen and the snapshots being loaded.
+     */
     const outsideIndex = (clusterId: string): number => {
-      const held = feed.heldOutsideIndex(clusterId)
-      return held < 0 || !redis.cluster ? held : held + knownClusters
+      const loading = feed.heldOutsideIndex(clusterId)
+      return loading < 0 || !redis.cluster ? Math.min(loading, 0) : loading + knownClusters
     }
 
     let stats: StoreStats = { clusters: 0, affiliates: 0, endpoints: 0, watches: 0 }
@@ -190,7 +230,7 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
       redis,
       keys,
       feed,
-      leaseMillis,
+      renewHeld,
       counted: (counts) => {
         knownClusters = counts.clusters
         stats = { ...counts, watches: 0 }
@@ -218,9 +258,20 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
       ).pipe(Effect.annotateLogs({ maxmemory_policy: policy }))
     }
 
+    /** The clusters held now: with affiliates (the index) and without (the held set, less what has lapsed). */
+    const countClusters = async (): Promise<number> => {
+      if (!redis.cluster) return Number(await redis.run(scripts.countClusters, [keys.index, keys.held], []))
+      await redis.send(["ZREMRANGEBYSCORE", keys.held, "-inf", String(Date.now())], keys.held)
+      const [indexed, held] = await Promise.all([
+        redis.send(["ZCARD", keys.index], keys.index),
+        redis.send(["ZCARD", keys.held], keys.held)
+      ])
+      return Number(indexed) + Number(held)
+    }
+
     const refreshStats = async (): Promise<void> => {
       const [clusters, counts] = (await Promise.all([
-        redis.send(["ZCARD", keys.index], keys.index),
+        countClusters(),
         redis.send(["HMGET", keys.counts, "affiliates", "endpoints"], keys.counts)
       ])) as [number, ReadonlyArray<Buffer | null>]
       knownClusters = clusters
@@ -245,7 +296,8 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
             String(sweepBatch),
             epoch,
             logLength,
-            retention
+            retention,
+            lease
           ])
         )) as ReadonlyArray<number>
         removed += reply[0]!
@@ -328,9 +380,7 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
 
     return {
       available: () => redis.ready,
-      clusterCount: unavailableOnly(
-        async () => Number(await redis.send(["ZCARD", keys.index], keys.index)) + feed.emptyWatched
-      ),
+      clusterCount: unavailableOnly(countClusters),
       update: (request, expiresAt) =>
         attempt(async () => {
           const reply = await redis.run(scripts.update, keysOf(request.clusterId), [
@@ -359,7 +409,8 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
             request.affiliateId,
             epoch,
             logLength,
-            retention
+            retention,
+            lease
           ])
           await settle(request.clusterId, reply)
         }),
@@ -384,7 +435,7 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
       collectGarbage: (now) => unavailableOnly(() => collectGarbage(now)),
       refreshStats: unavailableOnly(refreshStats),
       drained: unavailableOnly(() => feed.drained()),
-      stats: Effect.sync(() => ({ ...stats, clusters: stats.clusters + feed.emptyWatched, watches: feed.watches })),
+      stats: Effect.sync(() => ({ ...stats, watches: feed.watches })),
       closeWatches: (end) => feed.close(end)
     }
   })

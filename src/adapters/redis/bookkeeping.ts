@@ -1,10 +1,11 @@
 /**
- * The instance-wide index of clusters (by next due time) and the counts of
- * affiliates and endpoints, kept beside each cluster's keys. On a single
- * Redis every change script keeps them itself; under Redis Cluster they live
- * in other slots than the cluster's keys, so the script reports what changed
- * and the instance applies it right after, in a separate step: an instance
- * that dies in between leaves them stale until the cluster next changes.
+ * The instance-wide index of clusters (by next due time), the set of
+ * clusters held without affiliates, and the counts of affiliates and
+ * endpoints, kept beside each cluster's keys. On a single Redis every change
+ * script keeps them itself; under Redis Cluster they live in other slots
+ * than the cluster's keys, so the script reports what changed and the
+ * instance applies it right after, in a separate step: an instance that dies
+ * in between leaves them stale until the next reconciliation.
  *
  * @since 0.1.0
  */
@@ -25,9 +26,10 @@ export const scriptKeys = (redis: RedisConnection, keys: Keyspace, clusterId: st
 
 /**
  * The result of a change script (its replies are `[result, affiliates added,
- * endpoints added, next due time or -1]`), once what it reported is applied
- * under Redis Cluster; `indexed` is told how many clusters that added to the
- * index (or, below zero, removed).
+ * endpoints added, next due time or -1, 1 when it left the cluster held]`),
+ * once what it reported is applied under Redis Cluster: the cluster enters
+ * or leaves the index, and the held set (for `leaseMillis`); `indexed` is
+ * told how many clusters that added to the index (or, below zero, removed).
  *
  * @category constructors
  * @since 0.1.0
@@ -37,11 +39,16 @@ export const settled = async (
   keys: Keyspace,
   clusterId: string,
   reply: Reply,
-  indexed: (change: number) => void = () => undefined
+  indexed: (change: number) => void = () => undefined,
+  leaseMillis = 30_000
 ): Promise<Reply> => {
-  const [result, affiliates, endpoints, due] = reply as ReadonlyArray<Reply>
+  const [result, affiliates, endpoints, due, held] = reply as ReadonlyArray<Reply>
   if (!redis.cluster) return result!
   const writes: Array<Promise<Reply>> = []
+  if (String(due) !== "-1") writes.push(redis.send(["ZREM", keys.held, clusterId], keys.held))
+  else if (held === 1) {
+    writes.push(redis.send(["ZADD", keys.held, "GT", String(Date.now() + leaseMillis), clusterId], keys.held))
+  }
   for (const [field, added] of [
     ["affiliates", affiliates],
     ["endpoints", endpoints]

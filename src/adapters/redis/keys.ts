@@ -23,7 +23,7 @@ export interface ClusterKeys {
   readonly channel: string
   /** The cluster's own keys, as a script's KEYS under Redis Cluster. */
   readonly own: ReadonlyArray<string>
-  /** Its keys with the instance-wide index and counts, as a script's KEYS on a single Redis. */
+  /** Its keys with the instance-wide index, counts and held set, as a script's KEYS on a single Redis. */
   readonly all: ReadonlyArray<string>
 }
 
@@ -46,11 +46,14 @@ const globEscaped = (text: string): string => text.replace(/[*?[\]\\]/g, (c) => 
 export const keyspace = (prefix: string) => {
   const index = `${prefix}clusters`
   const counts = `${prefix}counts`
+  const held = `${prefix}held`
   return {
     /** The sorted set of clusters by the next time something in them is due. */
     index,
     /** The hash of affiliate and endpoint counts. */
     counts,
+    /** The sorted set of clusters held without affiliates (watched, or just emptied), by when their hold ends. */
+    held,
     /** The dataset's marker: a random value that a flush removes (see `Prober`). */
     marker: `${prefix}marker`,
     /** A marker key with the hash tag `tag`, for the primary of its slot under Redis Cluster. */
@@ -67,7 +70,7 @@ export const keyspace = (prefix: string) => {
       const meta = `${base}m`
       const log = `${base}s`
       const own = [affiliates, dueTimes, meta, log]
-      return { affiliates, dueTimes, meta, log, channel: `${base}n`, own, all: [...own, index, counts] }
+      return { affiliates, dueTimes, meta, log, channel: `${base}n`, own, all: [...own, index, counts, held] }
     }
   }
 }

@@ -38,6 +38,10 @@ local A, X, M, S = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 -- slots: the script reports what changed (see settled) and the instance
 -- applies it.
 local INDEX, COUNTS = KEYS[5], KEYS[6]
+-- The clusters held without affiliates because some instance watches them,
+-- by when their hold ends (Redis's clock, ms); they count toward the cap on
+-- clusters as the index's do. Given on a single Redis, with the index.
+local HELD = KEYS[7]
 -- Where instances hear of each change of the cluster (sharded pub/sub, same slot).
 local N = string.sub(A, 1, -2) .. 'n'
 local counted = { affiliates = 0, endpoints = 0 }
@@ -91,31 +95,68 @@ local function count(field, n)
   end
 end
 
+-- Redis's clock, in milliseconds: the one every instance's leases are measured on.
+local function nowMillis()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Whether an instance watches the cluster: its mirror listens to the channel.
+local function watched()
+  return redis.call('PUBSUB', 'SHARDNUMSUB', N)[2] > 0
+end
+
+-- Holds an empty cluster for 'lease' more milliseconds (at least); under
+-- Redis Cluster the instance does it, told by the script's reply.
+local held = 0
+local function hold(cid, lease)
+  held = 1
+  if HELD then redis.call('ZADD', HELD, 'GT', nowMillis() + tonumber(lease), cid) end
+end
+
 -- The cluster's next due time in the index ('-1': no affiliates, not indexed).
-local function reindex(cid)
+-- A cluster with affiliates moves to the index; one just emptied (when
+-- 'lease' is given) is held while an instance watches it, so its watchers
+-- keep its place under the cap, as in memory.
+local function reindex(cid, lease)
   local first = redis.call('ZRANGE', X, 0, 0, 'WITHSCORES')
   if INDEX then
-    if first[2] then redis.call('ZADD', INDEX, first[2], cid) else redis.call('ZREM', INDEX, cid) end
+    if first[2] then
+      redis.call('ZADD', INDEX, first[2], cid)
+      if HELD then redis.call('ZREM', HELD, cid) end
+    else
+      redis.call('ZREM', INDEX, cid)
+    end
   end
+  if lease and not first[2] and watched() then hold(cid, lease) end
   return first[2] or '-1'
 end
 
--- Whether one more cluster would pass the cap. 'outside' is what the instance
--- counts beyond the index: the empty clusters it watches (and under Redis
--- Cluster, where the index is in another slot, the index's count as it last
--- saw it); -1 when it already holds this cluster.
+-- Whether one more cluster would pass the cap: the clusters with affiliates,
+-- those held without (on a single Redis both are counted here, so watches and
+-- changes arriving together cannot pass it), and 'outside', what the instance
+-- counts beyond them (under Redis Cluster, where they live in other slots,
+-- their count as it last saw it, and the snapshots it is loading); -1 when it
+-- already holds this cluster.
 local function overCap(cid, maxClusters, outside)
   if outside < 0 then return false end
   if INDEX then
-    return not redis.call('ZSCORE', INDEX, cid) and redis.call('ZCARD', INDEX) + outside >= maxClusters
+    if redis.call('ZSCORE', INDEX, cid) or (HELD and redis.call('ZSCORE', HELD, cid)) then return false end
+    local held = 0
+    if HELD then
+      redis.call('ZREMRANGEBYSCORE', HELD, '-inf', nowMillis())
+      held = redis.call('ZCARD', HELD)
+    end
+    return redis.call('ZCARD', INDEX) + held + outside >= maxClusters
   end
   return outside >= maxClusters
 end
 
 -- Every script that changes a cluster returns its result with what the
--- instance applies to the index and counts under Redis Cluster.
+-- instance applies to the index, the held set and the counts under Redis
+-- Cluster.
 local function settled(result, due)
-  return { result, counted.affiliates, counted.endpoints, due }
+  return { result, counted.affiliates, counted.endpoints, due, held }
 end
 
 -- This Redis process (its run_id): what an epoch's revisions come from.
@@ -246,20 +287,21 @@ return settled(rev, nextDue)
 
 /**
  * AffiliateDelete. ARGV: cluster ID, affiliate ID, epoch for a new cluster,
- * log length, retention of an empty cluster (ms). Its result is the new
- * revision, or 0 when the affiliate did not exist.
+ * log length, retention of an empty cluster (ms), lease of a watched empty
+ * cluster (ms). Its result is the new revision, or 0 when the affiliate did
+ * not exist.
  *
  * @category models
  * @since 0.1.0
  */
 export const remove = `${prelude}
-local cid, aid, epoch, maxlen, retention = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local cid, aid, epoch, maxlen, retention, lease = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local record = redis.call('HGET', A, aid)
 if not record then return settled(0, reindex(cid)) end
 local aff = decode(record)
 redis.call('HDEL', A, aid)
 redis.call('ZREM', X, aid)
-local nextDue = reindex(cid)
+local nextDue = reindex(cid, lease)
 count('affiliates', -1)
 count('endpoints', -#aff.eps)
 local rev = revision(epoch)
@@ -291,6 +333,7 @@ redis.call('HSETNX', M, 'rev', 0)
 if empty then
   redis.call('PEXPIRE', M, lease, created and 'NX' or 'GT')
   redis.call('PEXPIRE', S, lease, 'GT')
+  hold(cid, lease)
 end
 local meta = redis.call('HMGET', M, 'rev', 'epoch')
 return { meta[1], meta[2], redis.call('HGETALL', A) }
@@ -302,7 +345,8 @@ return { meta[1], meta[2], redis.call('HGETALL', A) }
  * affiliates, each change logged once. Several instances may sweep the same
  * cluster at once: each looks again inside the script, so an expiry is
  * applied and announced exactly once. ARGV: cluster ID, now, limit, epoch
- * for a new cluster, log length, retention of an empty cluster (ms).
+ * for a new cluster, log length, retention of an empty cluster (ms), lease
+ * of a watched empty cluster (ms).
  * Its result is removed and trimmed affiliates, 1 when more may be due, and
  * 1 when the sweep removed the cluster's last affiliate.
  *
@@ -311,7 +355,7 @@ return { meta[1], meta[2], redis.call('HGETALL', A) }
  */
 export const sweep = `${prelude}
 local cid, now, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local epoch, maxlen, retention = ARGV[4], ARGV[5], ARGV[6]
+local epoch, maxlen, retention, lease = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local ids = redis.call('ZRANGE', X, '-inf', now, 'BYSCORE', 'LIMIT', 0, limit)
 local removed, trimmed = 0, 0
 for _, aid in ipairs(ids) do
@@ -342,7 +386,7 @@ for _, aid in ipairs(ids) do
     end
   end
 end
-local nextDue = reindex(cid)
+local nextDue = reindex(cid, removed > 0 and lease or nil)
 if removed + trimmed > 0 then retain(retention) end
 local emptied = (removed > 0 and redis.call('HLEN', A) == 0) and 1 or 0
 return settled({ removed, trimmed, #ids == limit and 1 or 0, emptied }, nextDue)
@@ -400,26 +444,65 @@ return { meta[1], redis.call('XRANGE', KEYS[2], ARGV[1], ARGV[2], 'COUNT', ARGV[
 `
 
 /**
- * Renews the lease of watched clusters that have no affiliates: the meta and
- * log of each, given as KEYS in pairs, live at least `lease` more
- * milliseconds; a cluster that has affiliates (no expiry) or a longer
- * retention is left alone. ARGV: the lease (ms).
+ * Holds a watched cluster that has no affiliates for `lease` more
+ * milliseconds: its meta and log live at least that long, and it counts
+ * toward the cap on clusters (in the held set, on a single Redis); a cluster
+ * that has affiliates is left alone (it is in the index, and its meta has no
+ * expiry). KEYS: the cluster's keys (with the index, counts and held set on a
+ * single Redis). ARGV: cluster ID, the lease (ms). Its result is 1 when the
+ * cluster was held.
  *
  * @category models
  * @since 0.1.0
  */
-export const renewLease = `
-for i = 1, #KEYS do redis.call('PEXPIRE', KEYS[i], ARGV[1], 'GT') end
-return #KEYS
+export const renewHeld = `${prelude}
+if redis.call('HLEN', A) > 0 then return 0 end
+redis.call('PEXPIRE', M, ARGV[2], 'GT')
+redis.call('PEXPIRE', S, ARGV[2], 'GT')
+hold(ARGV[1], ARGV[2])
+return 1
+`
+
+/**
+ * Lets go of a cluster this instance stopped watching: when it has no
+ * affiliates and no instance listens to its channel any more, it leaves the
+ * held set (its meta and log stay for the rest of their lease, so watchers
+ * that come back soon resume). KEYS: the cluster's keys (with the index,
+ * counts and held set on a single Redis). ARGV: cluster ID. Its result is 1
+ * when the cluster is no longer held.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const release = `${prelude}
+if redis.call('HLEN', A) > 0 or watched() then return 0 end
+if HELD then redis.call('ZREM', HELD, ARGV[1]) end
+return 1
+`
+
+/**
+ * The clusters held now: those with affiliates (the index) and those held
+ * without (the held set, once what has lapsed is dropped). KEYS: the index
+ * and the held set.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const countClusters = `
+local t = redis.call('TIME')
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+return redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2])
 `
 
 /**
  * What an instance checks every second, in one step: the incarnation of
  * Redis (its run_id) and the dataset's marker, a random value written when
  * missing, so a restart, a failover and a flush each show as a change; with
- * the index and counts on this node, also the clusters and the counts of
- * affiliates and endpoints. KEYS: the marker, then (a single Redis) the index
- * and the counts. ARGV: a value for the marker if it is missing.
+ * the index, counts and held set on this node, also the clusters held (with
+ * affiliates, and without them once what has lapsed is dropped) and the
+ * counts of affiliates and endpoints. KEYS: the marker, then (a single Redis)
+ * the index, the counts and the held set. ARGV: a value for the marker if it
+ * is missing.
  *
  * @category models
  * @since 0.1.0
@@ -432,6 +515,9 @@ if not marker then
 end
 local runId = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
 if not KEYS[2] then return { runId, marker } end
+local t = redis.call('TIME')
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 local counts = redis.call('HMGET', KEYS[3], 'affiliates', 'endpoints')
-return { runId, marker, redis.call('ZCARD', KEYS[2]), counts[1] or '0', counts[2] or '0' }
+local clusters = redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[4])
+return { runId, marker, clusters, counts[1] or '0', counts[2] or '0' }
 `

@@ -35,7 +35,7 @@ describe("caps on Redis under watches that arrive at once", () => {
         60
       )
       assert.strictEqual(served, 10)
-      assert.strictEqual((yield* backend.stats).clusters, 10)
+      assert.strictEqual(yield* backend.clusterCount, 10)
     }).pipe(Effect.scoped)
   )
 

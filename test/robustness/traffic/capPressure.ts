@@ -1,8 +1,9 @@
 /**
  * Pressure on the caps: now and then an update or a watch of a cluster no
- * one used before (pushing the count of clusters toward `--max-clusters`),
- * or a burst of watches opened at once on one instance (pushing its count
- * toward `--max-watches`), held a moment and closed. Every call and watch is
+ * one used before, or watches of new clusters opened at once on every
+ * instance (pushing the count of clusters past `--max-clusters`), or a burst
+ * of watches opened at once on one instance (pushing its count past
+ * `--max-watches`), held a moment and closed. Every call and watch is
  * recorded like any other, so the validators check that the caps held at
  * every moment and that a refusal changed nothing.
  */
@@ -70,11 +71,22 @@ export const runCapPressure = async (context: TrafficContext, options: CapPressu
           outcome: outcomeOf(result),
           ...(result.ok ? {} : { code: result.code, message: result.message })
         })
-      } else if (roll < 0.7) {
+      } else if (roll < 0.55) {
         const watch = watchOf(target.name, `fresh-${options.name}-${fresh++}`)
         await Promise.race([watch.ended, sleep(context, intBetween(random, 500, 3000))])
         watch.cancel()
         await watch.ended
+      } else if (roll < 0.7) {
+        // watches of new clusters on every instance at once: more than the cap on clusters in all
+        const burst = context.targets.flatMap((each) =>
+          Array.from({ length: options.burst / 2 }, () => watchOf(each.name, `fresh-${options.name}-${fresh++}`))
+        )
+        await Promise.race([
+          Promise.all(burst.map((watch) => watch.ended)),
+          sleep(context, intBetween(random, 500, 2000))
+        ])
+        for (const watch of burst) watch.cancel()
+        await Promise.all(burst.map((watch) => watch.ended))
       } else {
         const cluster = pickOf(random, options.clusters)
         const burst = Array.from({ length: options.burst }, () => watchOf(target.name, cluster))
