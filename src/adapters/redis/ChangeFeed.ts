@@ -20,9 +20,10 @@
  * slot) is found by `catchUp`, which the backend runs when its probe sees
  * Redis change.
  *
- * Watches and the clusters they hold are counted when a watch is asked for,
- * before anything is awaited, so calls that arrive together cannot all pass
- * the caps.
+ * A watch is counted when it is asked for, before anything is awaited, so
+ * watches that arrive together cannot all pass the cap; the clusters they
+ * hold are counted by Redis (the held set, see scripts.ts), which this
+ * instance renews while it watches an empty cluster and lets go of after.
  *
  * @since 0.1.0
  */
@@ -69,9 +70,9 @@ class Mirror {
   readonly sinks = new Set<WatchSink>()
   /** Its snapshot script is on its way: it counts as a cluster held until its answer says otherwise. */
   loading = false
-  /** Counted among the empty clusters this instance holds. */
+  /** Loaded and without affiliates: held in Redis while this instance watches it. */
   countedEmpty = false
-  /** When its lease (an empty cluster's meta and log) was last renewed, in milliseconds. */
+  /** When its hold (an empty cluster's place, meta and log) was last renewed, in milliseconds. */
   renewedAt = 0
   /** Watchers on their way in (reading what they missed): the mirror stays while there are any. */
   joining = 0
@@ -115,8 +116,6 @@ export class ChangeFeed {
   #watches = 0
   /** Snapshot scripts sent and not answered yet. */
   #loading = 0
-  /** Loaded mirrors of clusters without affiliates. */
-  #empty = 0
   #closed = false
   /** Mirrors forgotten whose channel is being let go (and their hold after it). */
   readonly #releasing = new Set<Promise<void>>()
@@ -144,11 +143,6 @@ export class ChangeFeed {
     return this.#watches
   }
 
-  /** Clusters watched here that have no affiliates (they count as held, as in memory). */
-  get emptyWatched(): number {
-    return this.#empty
-  }
-
   /**
    * Takes a watch's slot if fewer than `max` are taken, before anything is
    * awaited; `subscribe` keeps it or gives it back.
@@ -160,16 +154,16 @@ export class ChangeFeed {
   }
 
   /**
-   * Clusters this instance counts as held beyond those with affiliates (the
-   * empty ones it watches, and those whose snapshot script was sent before
-   * this is asked and is not answered yet, which Redis runs first), or -1
-   * when it holds `clusterId` already: what the scripts add to the index's
-   * count when they check the cap.
+   * The clusters this instance is loading (snapshot scripts sent and not
+   * answered yet: each may hold one more cluster), or -1 when it holds
+   * `clusterId` already: what the cap on clusters adds to what Redis counts
+   * where Redis cannot count them in the same step (see `overCap` in
+   * scripts.ts).
    */
   heldOutsideIndex(clusterId: string): number {
     const mirror = this.#mirrors.get(clusterId)
     if (mirror?.loaded) return -1
-    return this.#empty + this.#loading
+    return this.#loading
   }
 
   /**
@@ -392,13 +386,12 @@ export class ChangeFeed {
     this.#loading += loading ? 1 : -1
   }
 
-  /** Keeps the count of empty mirrors in step with `mirror`. */
+  /** Marks `mirror` empty or not, as its affiliates are now. */
   #settle(mirror: Mirror): void {
     const held = this.#mirrors.get(mirror.clusterId) === mirror
     const empty = held && mirror.loaded && mirror.affiliates.size === 0
     if (mirror.countedEmpty !== empty) {
       mirror.countedEmpty = empty
-      this.#empty += empty ? 1 : -1
       // the change that emptied it held it, for the lease
       if (empty) mirror.renewedAt = Date.now()
     }

@@ -1,7 +1,7 @@
 /**
  * What an instance on Redis checks every second, whether or not anything
  * changes: whether Redis is still the one its mirrors were loaded from, the
- * counts behind the state gauges, and the leases of the empty clusters it
+ * counts behind the state gauges, and the holds of the empty clusters it
  * watches. Redis is "still the one" while each primary keeps its incarnation
  * (its run_id: a restart from any file or a failover changes it), its
  * marker key (a flush removes it) and its slots; when any of them changes,

@@ -14,8 +14,8 @@
  * Every second the instance probes Redis: its incarnation (run_id) and a
  * marker key show a restart, a failover or a flush, after which every
  * mirror is checked against Redis (see `ChangeFeed.catchUp`); the counts
- * behind the gauges are read; and the leases of watched empty clusters are
- * renewed.
+ * behind the gauges are read; and the watched clusters without affiliates
+ * are held again (see `renewHeld` in scripts.ts).
  *
  * @since 0.1.0
  */
@@ -52,11 +52,13 @@ export interface RedisBackendOptions extends RedisOptions {
   /** How long a cluster without affiliates keeps its revisions, in milliseconds (default 1 hour). */
   readonly emptyRetentionMillis?: number | undefined
   /**
-   * How long a cluster that only has watchers keeps its meta after the last
-   * instance watching it stopped renewing it, in milliseconds (default 30 s).
+   * How long a watched cluster without affiliates stays held (its place under
+   * the cap on clusters, and its meta: a cluster that only ever had watchers
+   * keeps its epoch that long) after the instances watching it last renewed
+   * it, in milliseconds (default 30 s; they renew it every third of that).
    */
   readonly watchLeaseMillis?: number | undefined
-  /** Period of the probe of Redis (incarnation, flush, counts, leases), in milliseconds (default 1000). */
+  /** Period of the probe of Redis (incarnation, flush, counts, holds), in milliseconds (default 1000). */
   readonly probeIntervalMillis?: number | undefined
 }
 
@@ -220,7 +222,8 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
      */
     const outsideIndex = (clusterId: string): number => {
       const loading = feed.heldOutsideIndex(clusterId)
-      return loading < 0 || !redis.cluster ? Math.min(loading, 0) : loading + knownClusters
+      if (loading < 0) return -1
+      return redis.cluster ? loading + knownClusters : 0
     }
 
     let stats: StoreStats = { clusters: 0, affiliates: 0, endpoints: 0, watches: 0 }

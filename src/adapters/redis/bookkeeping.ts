@@ -26,9 +26,10 @@ export const scriptKeys = (redis: RedisConnection, keys: Keyspace, clusterId: st
 
 /**
  * The result of a change script (its replies are `[result, affiliates added,
- * endpoints added, next due time or -1, 1 when it left the cluster held]`),
- * once what it reported is applied under Redis Cluster: the cluster enters
- * or leaves the index, and the held set (for `leaseMillis`); `indexed` is
+ * endpoints added, next due time or -1, 1 when it left the cluster held or
+ * -1 when it let go of it]`), once what it reported is applied under Redis
+ * Cluster: the cluster enters or leaves the index, and the held set (for
+ * `leaseMillis`); `indexed` is
  * told how many clusters that added to the index (or, below zero, removed).
  *
  * @category constructors
@@ -45,7 +46,7 @@ export const settled = async (
   const [result, affiliates, endpoints, due, held] = reply as ReadonlyArray<Reply>
   if (!redis.cluster) return result!
   const writes: Array<Promise<Reply>> = []
-  if (String(due) !== "-1") writes.push(redis.send(["ZREM", keys.held, clusterId], keys.held))
+  if (held === -1) writes.push(redis.send(["ZREM", keys.held, clusterId], keys.held))
   else if (held === 1) {
     writes.push(redis.send(["ZADD", keys.held, "GT", String(Date.now() + leaseMillis), clusterId], keys.held))
   }

@@ -106,8 +106,9 @@ local function watched()
   return redis.call('PUBSUB', 'SHARDNUMSUB', N)[2] > 0
 end
 
--- Holds an empty cluster for 'lease' more milliseconds (at least); under
--- Redis Cluster the instance does it, told by the script's reply.
+-- Holds an empty cluster for 'lease' more milliseconds (at least), or lets
+-- go of one that has affiliates again; under Redis Cluster the instance does
+-- it, told by the script's reply (1: hold it, -1: let it go).
 local held = 0
 local function hold(cid, lease)
   held = 1
@@ -115,18 +116,18 @@ local function hold(cid, lease)
 end
 
 -- The cluster's next due time in the index ('-1': no affiliates, not indexed).
--- A cluster with affiliates moves to the index; one just emptied (when
--- 'lease' is given) is held while an instance watches it, so its watchers
--- keep its place under the cap, as in memory.
-local function reindex(cid, lease)
+-- A cluster with affiliates is in the index (one that was empty before,
+-- 'wasEmpty', leaves the held set); one just emptied (when 'lease' is given)
+-- is held while an instance watches it, so its watchers keep its place under
+-- the cap, as in memory.
+local function reindex(cid, lease, wasEmpty)
   local first = redis.call('ZRANGE', X, 0, 0, 'WITHSCORES')
   if INDEX then
-    if first[2] then
-      redis.call('ZADD', INDEX, first[2], cid)
-      if HELD then redis.call('ZREM', HELD, cid) end
-    else
-      redis.call('ZREM', INDEX, cid)
-    end
+    if first[2] then redis.call('ZADD', INDEX, first[2], cid) else redis.call('ZREM', INDEX, cid) end
+  end
+  if first[2] and wasEmpty then
+    held = -1
+    if HELD then redis.call('ZREM', HELD, cid) end
   end
   if lease and not first[2] and watched() then hold(cid, lease) end
   return first[2] or '-1'
@@ -159,11 +160,13 @@ local function settled(result, due)
   return { result, counted.affiliates, counted.endpoints, due, held }
 end
 
--- This Redis process (its run_id): what an epoch's revisions come from.
+-- This Redis process (its run_id, 40 characters): what an epoch's revisions come from.
 local incarnationOf
 local function incarnation()
   if not incarnationOf then
-    incarnationOf = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+    local info = redis.call('INFO', 'server')
+    local at = string.find(info, 'run_id:', 1, true)
+    incarnationOf = string.sub(info, at + 7, at + 46)
   end
   return incarnationOf
 end
@@ -175,11 +178,18 @@ end
 -- moved here) keeps counting, under the new epoch. The epoch is the
 -- instance's, with Redis's clock to the microsecond, so a cluster made again
 -- by the same instance never reuses an epoch. Returns true for a new meta.
+-- The epoch, once checked, is 'epochOf' for the rest of the script.
+local epochOf
 local function startEpoch(base)
+  if epochOf then return false end
   local meta = redis.call('HMGET', M, 'epoch', 'inc')
-  if meta[1] and meta[2] == incarnation() then return false end
+  if meta[1] and meta[2] == incarnation() then
+    epochOf = meta[1]
+    return false
+  end
   local now = redis.call('TIME')
-  redis.call('HSET', M, 'epoch', base .. '.' .. string.format('%x%05x', tonumber(now[1]), tonumber(now[2])), 'inc', incarnation())
+  epochOf = base .. '.' .. string.format('%x%05x', tonumber(now[1]), tonumber(now[2]))
+  redis.call('HSET', M, 'epoch', epochOf, 'inc', incarnation())
   redis.call('DEL', S)
   return not meta[1]
 end
@@ -195,7 +205,7 @@ local function log(rev, maxlen, aid, record)
   else
     redis.call('XADD', S, 'MAXLEN', '~', maxlen, '0-' .. rev, 'a', aid)
   end
-  redis.call('SPUBLISH', N, rev .. ' ' .. redis.call('HGET', M, 'epoch'))
+  redis.call('SPUBLISH', N, rev .. ' ' .. epochOf)
 end
 
 -- A cluster without affiliates keeps its meta and log for a while (its
@@ -231,12 +241,13 @@ local first = 13
 
 local record = redis.call('HGET', A, aid)
 local aff
-local created = false
+local created, wasEmpty = false, false
 if record then
   aff = decode(record)
 else
   local count = redis.call('HLEN', A)
-  if count == 0 and overCap(cid, maxClusters, outside) then return redis.error_reply('LIMIT clusters') end
+  wasEmpty = count == 0
+  if wasEmpty and overCap(cid, maxClusters, outside) then return redis.error_reply('LIMIT clusters') end
   if count >= maxAffiliates then return redis.error_reply('LIMIT affiliates') end
   aff = { exp = -math.huge, data = '', eps = {} }
   created = true
@@ -275,13 +286,14 @@ if aff.exp < exp then aff.exp = exp end
 record = encode(aff)
 redis.call('HSET', A, aid, record)
 redis.call('ZADD', X, score(due(aff)), aid)
-local nextDue = reindex(cid)
+local nextDue = reindex(cid, nil, wasEmpty)
 if created then count('affiliates', 1) end
 count('endpoints', #added)
 if not changed then return settled(0, nextDue) end
 local rev = revision(epoch)
 log(rev, maxlen, aid, record)
-retain(retention)
+-- a cluster with affiliates before keeps its meta and log for good already
+if wasEmpty then retain(retention) end
 return settled(rev, nextDue)
 `
 
@@ -420,7 +432,7 @@ for i = 7, #ARGV - 1, 2 do
   log(revision(epoch), maxlen, aid, record)
   restored = restored + 1
 end
-local nextDue = reindex(cid)
+local nextDue = reindex(cid, nil, true)
 retain(retention)
 return settled(restored, nextDue)
 `
