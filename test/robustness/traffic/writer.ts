@@ -3,8 +3,9 @@
  * clusters, each through a random instance, every call recorded with its
  * start, end and outcome. Updates vary what the protocol lets them vary:
  * new, same or no data (some of the largest size), endpoints from a small
- * pool per affiliate (some of the largest size), TTLs from a second to the
- * 30-minute limit, mostly short so that expiry runs all the time.
+ * pool per affiliate (some of the largest size; now and then about as many
+ * as an affiliate may hold), TTLs from a second to the 30-minute limit,
+ * mostly short so that expiry runs all the time.
  */
 import type { CallRecord } from "../history.ts"
 import { digest } from "../history.ts"
@@ -29,12 +30,11 @@ export const runWriter = async (context: TrafficContext, options: WriterOptions,
   const clients = new Map(
     context.targets.map((target) => [target.name, new WireClient(target.address, context.deadlineMillis)])
   )
+  /** The `i`-th endpoint blob of an affiliate (16 to 32 bytes; the sixth of each ten at the 32-byte limit). */
+  const endpointOf = (affiliate: string, i: number) =>
+    new TextEncoder().encode(`${affiliate}/${i}`.padEnd(i % 10 === 5 ? 32 : 16 + (i % 10), ".")).subarray(0, 32)
   /** Endpoint blobs each affiliate draws from, so updates repeat some and add others. */
-  const endpointPool = (affiliate: string) =>
-    Array.from({ length: 6 }, (_, i) => {
-      const bytes = new TextEncoder().encode(`${affiliate}/endpoint-${i}`.padEnd(i === 5 ? 32 : 16 + i, "."))
-      return bytes.subarray(0, 32)
-    })
+  const endpointPool = (affiliate: string) => Array.from({ length: 6 }, (_, i) => endpointOf(affiliate, i))
   try {
     while (await context.control.enter()) {
       try {
@@ -62,7 +62,11 @@ export const runWriter = async (context: TrafficContext, options: WriterOptions,
       const data =
         dataRoll < 0.15 ? new Uint8Array(0) : bytesOf(random, dataRoll < 0.2 ? 2048 : intBetween(random, 8, 48))
       const pool = endpointPool(`${cluster}/${affiliate}`)
-      const endpoints = Array.from({ length: intBetween(random, 0, 3) }, () => pickOf(random, pool))
+      // now and then about as many distinct endpoints as an affiliate may hold (64): some pass, some are refused whole
+      const endpoints =
+        random() < 0.03
+          ? Array.from({ length: intBetween(random, 58, 70) }, (_, i) => endpointOf(`${cluster}/${affiliate}`, i))
+          : Array.from({ length: intBetween(random, 0, 3) }, () => pickOf(random, pool))
       const ttlMillis = pickOf(random, ttlChoices)
       const result = await client.update({ clusterId: cluster, affiliateId: affiliate, data, endpoints, ttlMillis })
       record = {
