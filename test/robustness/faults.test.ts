@@ -25,6 +25,7 @@ import type { Fault, FaultContext } from "./faults/fault.ts"
 import { parseDetail } from "./faults/fault.ts"
 import {
   clusterFailover,
+  clusterLaggingFailoverAt,
   clusterPrimaryKill,
   clusterSlotMigration,
   instanceKill,
@@ -403,6 +404,42 @@ describe("faults on a Redis Cluster of 3 primaries and 3 replicas", () => {
     expect(victim.running()).toBe(true)
     expect(await roleOf(victim.port)).toBe("slave")
     expect(infoFields(await redisText(victim.port, ["INFO", "replication"])).get("master_link_status")).toBe("up")
+    await expectAllOk()
+  }, 60_000)
+
+  it("cluster-lagging-failover: what the old primary acknowledged while its replica lagged is lost", async () => {
+    const key = "{lagging}:written-while-lagging"
+    const slot = keySlot(key)
+    await redisCommand((await cluster.redisCluster.primaryOf(slot)).port, ["SET", "{lagging}:before", "1"])
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    const fault = clusterLaggingFailoverAt(async () => slot)
+    const injecting = inject(fault, cluster)
+    // write only once the replica is stopped (its process in state T), so it cannot have received the write
+    await waitFor("a replica to be stopped", async () =>
+      cluster.redisCluster.nodes.some((node) => {
+        const pid = node.pid()
+        return pid !== undefined && readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.startsWith("T")
+      })
+        ? true
+        : undefined
+    )
+    const primary = await waitFor("the primary to have cut its replica", async () => {
+      const owner = (await cluster.redisCluster.topology()).find(
+        (node) => node.primary && node.slots.some(([from, to]) => from <= slot && slot <= to)
+      )
+      if (owner === undefined) return undefined
+      const node = cluster.redisCluster.nodeById(owner.id)
+      const replicas = infoFields(await redisText(node.port, ["INFO", "replication"])).get("connected_slaves")
+      return replicas === "0" ? node : undefined
+    })
+    expect(await redisCommand(primary.port, ["SET", key, "acknowledged"])).toBe("OK")
+    const { detail, heal } = await injecting
+    const promoted = await cluster.redisCluster.primaryOf(slot)
+    expect(promoted.name).not.toBe(primary.name)
+    expect(Number(detail.lagMillis)).toBeGreaterThanOrEqual(500)
+    expect(await redisCommand(promoted.port, ["GET", key])).toBe(null)
+    expect(String(await redisCommand(promoted.port, ["GET", "{lagging}:before"]))).toBe("1")
+    await heal()
     await expectAllOk()
   }, 60_000)
 

@@ -68,12 +68,15 @@ class Mirror {
   epoch = ""
   affiliates = new Map<string, AffiliateView>()
   readonly sinks = new Set<WatchSink>()
-  /** Its snapshot script is on its way: it counts as a cluster held until its answer says otherwise. */
-  loading = false
   /** Loaded and without affiliates: held in Redis while this instance watches it. */
   countedEmpty = false
   /** When its hold (an empty cluster's place, meta and log) was last renewed, in milliseconds. */
   renewedAt = 0
+  /** The highest revision announced on its channel (or that it was loaded at). */
+  heard = 0
+  /** When `verify` last looked at it, and a revision the log held that the channel had not announced. */
+  verifiedAt = 0
+  suspect: number | undefined
   /** Watchers on their way in (reading what they missed): the mirror stays while there are any. */
   joining = 0
   /** Reads of the cluster's log under way for watchers that come back, by the revision they come back from. */
@@ -114,8 +117,6 @@ export class ChangeFeed {
   readonly #released: (clusterId: string) => Promise<void>
   /** Watches open or on their way in (reserved before anything is awaited). */
   #watches = 0
-  /** Snapshot scripts sent and not answered yet. */
-  #loading = 0
   #closed = false
   /** Mirrors forgotten whose channel is being let go (and their hold after it). */
   readonly #releasing = new Set<Promise<void>>()
@@ -153,17 +154,9 @@ export class ChangeFeed {
     return true
   }
 
-  /**
-   * The clusters this instance is loading (snapshot scripts sent and not
-   * answered yet: each may hold one more cluster), or -1 when it holds
-   * `clusterId` already: what the cap on clusters adds to what Redis counts
-   * where Redis cannot count them in the same step (see `overCap` in
-   * scripts.ts).
-   */
-  heldOutsideIndex(clusterId: string): number {
-    const mirror = this.#mirrors.get(clusterId)
-    if (mirror?.loaded) return -1
-    return this.#loading
+  /** Whether this instance watches `clusterId` (its mirror is loaded). */
+  watching(clusterId: string): boolean {
+    return this.#mirrors.get(clusterId)?.loaded === true
   }
 
   /**
@@ -331,7 +324,7 @@ export class ChangeFeed {
   /**
    * The watched clusters without affiliates whose hold was last renewed
    * `every` milliseconds or more before `now` (or never since they emptied),
-   * marked renewed at `now`.
+   * marked renewed at `now` (see `renewFailed`).
    */
   leasesDue(now: number, every: number): Array<string> {
     const due: Array<string> = []
@@ -342,6 +335,41 @@ export class ChangeFeed {
       }
     }
     return due
+  }
+
+  /**
+   * Checks that the channels still carry the announcements (under Redis
+   * Cluster, where node-redis moves the listeners of a failed node's
+   * channels): each mirror not checked for `every` milliseconds asks its
+   * cluster's revision; one the channel had not announced is read now, and if
+   * at the next check it was still not announced, the channel is lost and the
+   * watchers start again (on a new mirror that listens again).
+   */
+  verify(now: number, every: number): void {
+    for (const mirror of [...this.#mirrors.values()]) {
+      if (!mirror.loaded || now - mirror.verifiedAt < every) continue
+      mirror.verifiedAt = now
+      if (mirror.suspect !== undefined && mirror.heard < mirror.suspect) {
+        this.#cutOff(mirror, lostUpdate)
+        continue
+      }
+      mirror.suspect = undefined
+      this.#redis
+        .send(["HGET", mirror.keys.meta, "rev"], mirror.keys.meta)
+        .then((reply) => {
+          const revision = Number(text(reply))
+          if (this.#mirrors.get(mirror.clusterId) !== mirror || !(revision > mirror.heard)) return
+          mirror.suspect = revision
+          this.#read(mirror)
+        })
+        .catch(() => undefined)
+    }
+  }
+
+  /** A renewal `leasesDue` handed out failed: the next one asks again. */
+  renewFailed(clusterId: string): void {
+    const mirror = this.#mirrors.get(clusterId)
+    if (mirror !== undefined) mirror.renewedAt = 0
   }
 
   /** Ends every watch with `end`, and every later read (shutdown). */
@@ -359,31 +387,23 @@ export class ChangeFeed {
   async #start(mirror: Mirror): Promise<void> {
     mirror.listener = (message) => this.#heard(mirror, message.toString("latin1"))
     await this.#redis.subscribe(mirror.keys.channel, mirror.listener)
-    // the cap is checked with what was asked before: this one counts for what is asked after
-    const loading = this.#load(mirror.clusterId)
-    this.#setLoading(mirror, true)
-    let start: MirrorStart
-    try {
-      start = await loading
-    } finally {
-      this.#setLoading(mirror, false)
+    const start = await this.#load(mirror.clusterId)
+    // a connection that failed meanwhile took the listener with it: the joiners start again, and
+    // what the snapshot held is let go unless some instance listens again
+    if (this.#mirrors.get(mirror.clusterId) !== mirror) {
+      this.#released(mirror.clusterId).catch(() => undefined)
+      return
     }
-    // a connection that failed meanwhile took the listener with it: the joiners start again
-    if (this.#mirrors.get(mirror.clusterId) !== mirror) return
     mirror.revision = start.revision
     mirror.epoch = start.epoch
     mirror.affiliates = start.affiliates
     mirror.loaded = true
+    mirror.heard = start.revision
     // the snapshot script held it if it was empty
     mirror.renewedAt = Date.now()
+    mirror.verifiedAt = Date.now()
     this.#settle(mirror)
     this.#read(mirror)
-  }
-
-  #setLoading(mirror: Mirror, loading: boolean): void {
-    if (mirror.loading === loading) return
-    mirror.loading = loading
-    this.#loading += loading ? 1 : -1
   }
 
   /** Marks `mirror` empty or not, as its affiliates are now. */
@@ -399,10 +419,15 @@ export class ChangeFeed {
 
   /** An announcement `<revision> <epoch>` of a change of the mirror's cluster. */
   #heard(mirror: Mirror, message: string): void {
-    if (this.#mirrors.get(mirror.clusterId) !== mirror) return
+    if (this.#mirrors.get(mirror.clusterId) !== mirror) {
+      // a listener that outlived its mirror (moved with its node's other listeners): let it go
+      this.#redis.unsubscribe(mirror.keys.channel, mirror.listener).catch(() => undefined)
+      return
+    }
     if (!mirror.loaded) return
     const space = message.indexOf(" ")
     const revision = Number(message.slice(0, space))
+    if (revision > mirror.heard) mirror.heard = revision
     if (message.slice(space + 1) !== mirror.epoch) {
       this.#cutOff(mirror, lostUpdate)
       return

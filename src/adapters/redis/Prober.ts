@@ -3,13 +3,15 @@
  * changes: whether Redis is still the one its mirrors were loaded from, the
  * counts behind the state gauges, and the holds of the empty clusters it
  * watches. Redis is "still the one" while each primary keeps its incarnation
- * (its run_id: a restart from any file or a failover changes it), its
- * marker key (a flush removes it) and its slots; when any of them changes,
- * every mirror is checked against Redis (`ChangeFeed.catchUp`), so watchers
- * of a quiet cluster learn of a flush or a failover within a probe, not at
- * its next change. Each probe is one script per primary, whatever the number
- * of watched clusters, plus one per empty watched cluster whose hold is due
- * (a third of the lease after the last renewal).
+ * (its run_id and replication ID: a restart from any file, a failover and a
+ * resync change them), its marker key (a flush removes it) and its slots;
+ * when any of them changes, every mirror is checked against Redis
+ * (`ChangeFeed.catchUp`), so watchers of a quiet cluster learn of a flush or
+ * a failover within a probe, not at its next change. Each probe is one
+ * script per primary, whatever the number of watched clusters, plus one per
+ * empty watched cluster whose hold is due (a third of the lease after the
+ * last renewal); under Redis Cluster each mirror also checks every 5 s that
+ * its channel still carries the announcements (`ChangeFeed.verify`).
  *
  * @since 0.1.0
  */
@@ -33,6 +35,9 @@ export interface ProbedCounts {
   readonly endpoints: number
 }
 
+/** Under Redis Cluster, how often each mirror checks that its channel still carries the announcements. */
+const verifyEveryMillis = 5000
+
 /** A marker no probe wrote before: one written after a flush differs from the one the flush removed. */
 const newMarker = (): string => randomBytes(9).toString("base64url")
 
@@ -53,6 +58,8 @@ export class Prober {
   readonly #changed: () => void
   /** What Redis was at the last probe that answered. */
   #identity: string | undefined
+  /** The marker key found for each primary (while it holds that key's slot). */
+  readonly #markers = new Map<string, string>()
   #timer: ReturnType<typeof setInterval> | undefined
   #running = false
 
@@ -91,6 +98,7 @@ export class Prober {
     if (this.#running || !this.#redis.ready) return
     this.#running = true
     try {
+      if (this.#redis.cluster) this.#feed.verify(Date.now(), verifyEveryMillis)
       await Promise.all([this.#check(), this.#renewHeld()])
     } catch {
       // Redis unreachable or failing over: the connection's own failure handling ends what it must
@@ -160,9 +168,15 @@ export class Prober {
 
   /** A marker key that lives on the primary at `address` (under Redis Cluster each primary has its own). */
   #markerOn(address: string): string {
-    for (let i = 0; ; i++) {
+    const known = this.#markers.get(address)
+    if (known !== undefined && this.#redis.nodeOf(known) === address) return known
+    for (let i = 0; i < 100_000; i++) {
       const key = this.#keys.markerOf(`m${i}`)
-      if (this.#redis.nodeOf(key) === address || i > 100_000) return key
+      if (this.#redis.nodeOf(key) === address) {
+        this.#markers.set(address, key)
+        return key
+      }
     }
+    return this.#keys.markerOf("m0")
   }
 }

@@ -29,7 +29,7 @@ import type { GcReport, StateCaps, StateBackendShape, StoreStats } from "../../p
 import { StateBackend } from "../../ports/StateBackend.ts"
 import { ChangeFeed, type MirrorStart } from "./ChangeFeed.ts"
 import { Prober } from "./Prober.ts"
-import { scriptKeys, settled } from "./bookkeeping.ts"
+import { scriptKeys, settled, withPlace } from "./bookkeeping.ts"
 import { keyspace } from "./keys.ts"
 import { viewOf } from "./record.ts"
 import type { RedisOptions, Reply } from "./RedisConnection.ts"
@@ -69,7 +69,7 @@ export interface RedisBackendOptions extends RedisOptions {
  * @since 0.1.0
  */
 export interface RedisStateBackend extends StateBackendShape {
-  /** Clusters held now, asked of Redis: those with affiliates, and the empty ones watched on this instance. */
+  /** Clusters held now, asked of Redis: those with affiliates, and the empty ones some instance watches. */
   readonly clusterCount: Effect.Effect<number, Unavailable>
   /** Reads the counts `stats` answers with now, rather than at the next GC pass. */
   readonly refreshStats: Effect.Effect<void, Unavailable>
@@ -165,32 +165,22 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
     const epoch = randomBytes(6).toString("base64url")
     const redis = new RedisConnection(options, "discovery")
     const keysOf = (clusterId: string) => scriptKeys(redis, keys, clusterId)
-    /** The clusters counted when last asked (the cap's measure under Redis Cluster). */
-    let knownClusters = 0
-    const settle = (clusterId: string, reply: Reply) =>
-      settled(
-        redis,
-        keys,
-        clusterId,
-        reply,
-        (change) => {
-          knownClusters += change
-        },
-        leaseMillis
-      )
+    const settle = (clusterId: string, reply: Reply) => settled(redis, keys, clusterId, reply, undefined, leaseMillis)
+    const place = { maxClusters: options.caps.maxClusters, leaseMillis }
     /** Holds an empty cluster in the held set (under Redis Cluster, where the scripts cannot). */
     const holdApart = (clusterId: string, millis: number) =>
       redis.send(["ZADD", keys.held, "GT", String(Date.now() + millis), clusterId], keys.held)
     const load = async (clusterId: string): Promise<MirrorStart> => {
-      const reply = (await redis.run(scripts.snapshot, keysOf(clusterId), [
-        epoch,
-        lease,
-        clusterId,
-        String(options.caps.maxClusters),
-        String(outsideIndex(clusterId))
-      ])) as ReadonlyArray<Reply>
+      const reply = (await withPlace(redis, keys, clusterId, place, (reserved) =>
+        redis.run(scripts.snapshot, keysOf(clusterId), [
+          epoch,
+          lease,
+          clusterId,
+          String(options.caps.maxClusters),
+          reserved
+        ])
+      )) as ReadonlyArray<Reply>
       const affiliates = affiliatesOf(reply[2]!)
-      if (redis.cluster && affiliates.size === 0) await holdApart(clusterId, leaseMillis)
       return { revision: Number(String(reply[0])), epoch: String(reply[1]), affiliates }
     }
     /** Holds the watched empty clusters whose hold is due, now (the probe also does, every second). */
@@ -198,8 +188,13 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
       const due = feed.leasesDue(Date.now(), leaseMillis / 3)
       await Promise.all(
         due.map(async (clusterId) => {
-          const held = await redis.run(scripts.renewHeld, keysOf(clusterId), [clusterId, lease])
-          if (redis.cluster && held === 1) await holdApart(clusterId, leaseMillis)
+          try {
+            const held = await redis.run(scripts.renewHeld, keysOf(clusterId), [clusterId, lease])
+            if (redis.cluster && held === 1) await holdApart(clusterId, leaseMillis)
+          } catch (error) {
+            feed.renewFailed(clusterId)
+            throw error
+          }
         })
       )
     }
@@ -214,17 +209,6 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
       keysOf: keys.cluster,
       released: release
     })
-    /**
-     * What the scripts add to their count of clusters for the cap (see
-     * `overCap` in scripts.ts): on a single Redis nothing, as the index and
-     * the held set are counted in the script; under Redis Cluster the count
-     * last seen and the snapshots being loaded.
-     */
-    const outsideIndex = (clusterId: string): number => {
-      const loading = feed.heldOutsideIndex(clusterId)
-      if (loading < 0) return -1
-      return redis.cluster ? loading + knownClusters : 0
-    }
 
     let stats: StoreStats = { clusters: 0, affiliates: 0, endpoints: 0, watches: 0 }
     /** What to do when the probe sees Redis change (set once the reconciliation below exists). */
@@ -235,7 +219,6 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
       feed,
       renewHeld,
       counted: (counts) => {
-        knownClusters = counts.clusters
         stats = { ...counts, watches: 0 }
       },
       changed: () => changed()
@@ -277,7 +260,6 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
         countClusters(),
         redis.send(["HMGET", keys.counts, "affiliates", "endpoints"], keys.counts)
       ])) as [number, ReadonlyArray<Buffer | null>]
-      knownClusters = clusters
       stats = {
         clusters,
         affiliates: Number(counts[0]?.toString() ?? 0),
@@ -316,9 +298,8 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
      * died between a script and its bookkeeping left out, and sets the counts
      * to what the clusters' keys hold (each cluster's affiliates, and the
      * endpoints its meta counts), as a failover that lost writes, a flush or
-     * that instance left them; entries of clusters that have nothing left go
-     * at their next sweep. Counts changed while it runs may be off until the
-     * next one.
+     * that instance left them; entries of clusters whose keys are gone leave
+     * the index. Counts changed while it runs may be off until the next one.
      */
     let passes = 0
     let reconciling: Promise<void> | undefined
@@ -328,8 +309,10 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
         let endpoints = 0
         const names = new Set<string>()
         for await (const key of redis.scan(keys.dueTimesPattern)) names.add(key.toString("utf8"))
+        const found = new Set<string>()
         for (const name of names) {
           const clusterId = keys.clusterOfDueTimes(name)
+          found.add(clusterId)
           const own = keys.cluster(clusterId)
           const [first, held, counted] = (await Promise.all([
             redis.send(["ZRANGE", name, "0", "0", "WITHSCORES"], name),
@@ -340,6 +323,16 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
           endpoints += Number(counted?.toString() ?? 0)
           if (first.length < 2) continue
           await redis.send(["ZADD", keys.index, first[1]!.toString(), clusterId], keys.index)
+        }
+        // clusters whose keys are gone (a failover or a flush lost them) leave the index now, not when due
+        const indexed = (await redis.send(["ZRANGE", keys.index, "0", "-1"], keys.index)) as ReadonlyArray<Buffer>
+        const gone = indexed.map((id) => id.toString("utf8")).filter((clusterId) => !found.has(clusterId))
+        for (const clusterId of gone) {
+          const own = keys.cluster(clusterId)
+          // one created since the scan has its due times now
+          if (Number(await redis.send(["EXISTS", own.dueTimes], own.dueTimes)) === 0) {
+            await redis.send(["ZREM", keys.index, clusterId], keys.index)
+          }
         }
         await redis.send(
           ["HSET", keys.counts, "affiliates", String(affiliates), "endpoints", String(endpoints)],
@@ -373,7 +366,7 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
           removedAffiliates += removed
           trimmedAffiliates += trimmed
           // a cluster watched here stays held, as in memory
-          if (emptied && feed.heldOutsideIndex(clusterId) >= 0) removedClusters++
+          if (emptied && !feed.watching(clusterId)) removedClusters++
         }
         if (due.length < indexBatch) break
       }
@@ -386,23 +379,25 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
       clusterCount: unavailableOnly(countClusters),
       update: (request, expiresAt) =>
         attempt(async () => {
-          const reply = await redis.run(scripts.update, keysOf(request.clusterId), [
-            request.clusterId,
-            request.affiliateId,
-            String(expiresAt),
-            request.data !== undefined && request.data.length > 0 ? "1" : "0",
-            request.data === undefined
-              ? ""
-              : Buffer.from(request.data.buffer, request.data.byteOffset, request.data.length),
-            String(Limits.clusterAffiliatesMax),
-            String(Limits.affiliateEndpointsMax),
-            String(options.caps.maxClusters),
-            epoch,
-            logLength,
-            retention,
-            String(outsideIndex(request.clusterId)),
-            ...request.endpoints.map((blob) => Buffer.from(blob.buffer, blob.byteOffset, blob.length))
-          ])
+          const reply = await withPlace(redis, keys, request.clusterId, place, (reserved) =>
+            redis.run(scripts.update, keysOf(request.clusterId), [
+              request.clusterId,
+              request.affiliateId,
+              String(expiresAt),
+              request.data !== undefined && request.data.length > 0 ? "1" : "0",
+              request.data === undefined
+                ? ""
+                : Buffer.from(request.data.buffer, request.data.byteOffset, request.data.length),
+              String(Limits.clusterAffiliatesMax),
+              String(Limits.affiliateEndpointsMax),
+              String(options.caps.maxClusters),
+              epoch,
+              logLength,
+              retention,
+              reserved,
+              ...request.endpoints.map((blob) => Buffer.from(blob.buffer, blob.byteOffset, blob.length))
+            ])
+          )
           await settle(request.clusterId, reply)
         }),
       delete: (request) =>

@@ -108,7 +108,8 @@ export class RedisConnection {
   readonly cluster: boolean
   readonly #client: Client | undefined
   readonly #nodes: Cluster | undefined
-  #subscriber: Promise<Client> | undefined
+  /** The notifications' connection of a single Redis, and its connecting. */
+  #subscriber: { readonly client: Client; readonly connected: Promise<Client> } | undefined
   readonly #options: ReturnType<typeof commandOptions>
   readonly #lostListeners: Array<(reason: string, node: string | undefined) => void> = []
   readonly #channelListeners: Array<(channel: string, reason: string) => void> = []
@@ -218,8 +219,9 @@ export class RedisConnection {
     }
   }
 
-  /** Listens to a sharded channel; messages arrive as Buffers. */
+  /** Listens to a sharded channel; messages arrive as Buffers. Fails at once while Redis is not reached. */
   async subscribe(channel: string, listener: (message: Buffer) => void): Promise<void> {
+    if (!this.ready) throw new Error("not connected to Redis")
     if (this.#nodes !== undefined) return this.#nodes.sSubscribe(channel, listener, true)
     return (await this.#subscriberClient()).sSubscribe(channel, listener, true)
   }
@@ -227,7 +229,7 @@ export class RedisConnection {
   /** Stops `listener` listening to a sharded channel (nothing to do once its connection was dropped). */
   async unsubscribe(channel: string, listener: (message: Buffer) => void): Promise<void> {
     if (this.#nodes !== undefined) return this.#nodes.sUnsubscribe(channel, listener, true)
-    const subscriber = await this.#subscriber?.catch(() => undefined)
+    const subscriber = await this.#subscriber?.connected.catch(() => undefined)
     if (subscriber?.isReady) await subscriber.sUnsubscribe(channel, listener, true)
   }
 
@@ -256,37 +258,40 @@ export class RedisConnection {
     for (const listener of this.#lostListeners) listener(reason, node)
   }
 
-  /** The notifications' connection of a single Redis, made when first needed and again after it failed. */
+  /**
+   * The notifications' connection of a single Redis, made when first needed
+   * and again after it failed; it never reconnects by itself (its listeners'
+   * owners are told it was lost, and listen again on a new one).
+   */
   #subscriberClient(): Promise<Client> {
     if (this.#subscriber === undefined) {
-      const subscriber = this.#client!.duplicate()
-      subscriber.on("error", (error: Error) => {
-        if (this.#subscriber === connected) this.#dropSubscriber()
+      const client = this.#client!.duplicate({ socket: { reconnectStrategy: false } })
+      const subscriber = {
+        client,
+        connected: client.connect().then(
+          () => client,
+          (error: unknown) => {
+            if (this.#subscriber === subscriber) this.#dropSubscriber()
+            throw error
+          }
+        )
+      }
+      client.on("error", (error: Error) => {
+        if (this.#subscriber !== subscriber) return
+        this.#dropSubscriber()
         this.#lost(error.message, undefined)
       })
-      const connected: Promise<Client> = subscriber.connect().then(
-        () => subscriber,
-        (error: unknown) => {
-          if (this.#subscriber === connected) this.#subscriber = undefined
-          subscriber.destroy()
-          throw error
-        }
-      )
-      connected.catch(() => undefined)
-      this.#subscriber = connected
+      subscriber.connected.catch(() => undefined)
+      this.#subscriber = subscriber
     }
-    return this.#subscriber
+    return this.#subscriber.connected
   }
 
-  /** Drops the notifications' connection with every listener on it. */
+  /** Drops the notifications' connection with every listener on it, at once. */
   #dropSubscriber(): void {
     const subscriber = this.#subscriber
     this.#subscriber = undefined
-    subscriber
-      ?.then((client) => {
-        if (client.isOpen) client.destroy()
-      })
-      .catch(() => undefined)
+    if (subscriber?.client.isOpen) subscriber.client.destroy()
   }
 }
 

@@ -10,7 +10,43 @@
  * @since 0.1.0
  */
 import type { Keyspace } from "./keys.ts"
-import type { RedisConnection, Reply } from "./RedisConnection.ts"
+import { type RedisConnection, type Reply, script } from "./RedisConnection.ts"
+import * as Scripts from "./scripts.ts"
+
+const reserveScript = script(Scripts.reserve)
+
+/**
+ * Runs a change script that may make a cluster, with the cap on clusters:
+ * `run` is given the script's `reserved` argument. On a single Redis the
+ * script counts the clusters itself ("0"); under Redis Cluster it answers
+ * `RESERVE place` when it would make one, and then a place is reserved where the
+ * index and the held set live and the script runs again ("-1"), or the cap
+ * refuses it with `LIMIT clusters`.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const withPlace = async (
+  redis: RedisConnection,
+  keys: Keyspace,
+  clusterId: string,
+  limits: { readonly maxClusters: number; readonly leaseMillis: number },
+  run: (reserved: string) => Promise<Reply>
+): Promise<Reply> => {
+  if (!redis.cluster) return run("0")
+  try {
+    return await run("-2")
+  } catch (error) {
+    if (!(error instanceof Error) || error.message !== "RESERVE place") throw error
+  }
+  const placed = await redis.run(
+    reserveScript,
+    [keys.index, keys.held],
+    [clusterId, String(limits.maxClusters), String(limits.leaseMillis)]
+  )
+  if (placed !== 1) throw new Error("LIMIT clusters")
+  return run("-1")
+}
 
 /**
  * A change script's KEYS for a cluster: with the index and counts on a

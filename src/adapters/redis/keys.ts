@@ -46,13 +46,14 @@ const globEscaped = (text: string): string => text.replace(/[*?[\]\\]/g, (c) => 
 export const keyspace = (prefix: string) => {
   const index = `${prefix}clusters`
   const counts = `${prefix}counts`
-  const held = `${prefix}held`
+  // the index's name as its hash tag: one slot with the index under Redis Cluster (see `reserve`)
+  const held = `{${index}}:held`
   return {
     /** The sorted set of clusters by the next time something in them is due. */
     index,
     /** The hash of affiliate and endpoint counts. */
     counts,
-    /** The sorted set of clusters held without affiliates (watched, or just emptied), by when their hold ends. */
+    /** The sorted set of clusters held without affiliates because some instance watches them, by when their hold ends. */
     held,
     /** The dataset's marker: a random value that a flush removes (see `Prober`). */
     marker: `${prefix}marker`,

@@ -14,14 +14,17 @@
  * and the counts of affiliates and endpoints (see `bookkeeping.ts` for Redis
  * Cluster).
  *
- * An epoch is issued revisions by one Redis process only: its incarnation is
- * the process's `run_id`, which every start (from any file), every failover
- * to a replica and every slot moved to another node changes. A script that
- * finds the cluster's epoch started by another incarnation starts a new epoch
+ * An epoch is issued revisions by one incarnation of Redis only: a process
+ * (its `run_id`, which every start from any file changes) serving one line
+ * of data (its replication ID, which every promotion of a replica and every
+ * full resync of a replica from another primary changes). A slot moved to
+ * another node brings metas that name the node it left. A script that finds
+ * the cluster's epoch started by another incarnation starts a new epoch
  * before it issues a revision, so revisions issued again after a loss of
  * writes never reuse the epoch of the ones lost. A Redis restart therefore
  * starts a new epoch for every cluster it changes, whether or not it lost
- * anything.
+ * anything. Data loaded into a running process by hand (RESTORE, DEBUG
+ * RELOAD) is not seen: restart Redis after a restore.
  *
  * A record is `>dHH` (expiry, data length, endpoint count), the data, then
  * for each endpoint `>dH` (expiry, length) and its bytes; times are
@@ -30,8 +33,33 @@
  * @since 0.1.0
  */
 
+/** Redis's clock and identity, as every script that needs them reads them. */
+const clockAndIdentity = `
+-- Redis's clock, in milliseconds: the one every instance's holds are measured on.
+local function nowMillis()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Drops the holds of the held set 'key' that have lapsed, and counts the rest.
+local function heldNow(key)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', nowMillis())
+  return redis.call('ZCARD', key)
+end
+
+-- This incarnation of Redis: its run_id (every start changes it) and its
+-- replication ID (every promotion and every full resync changes it), 80
+-- characters.
+local function readIncarnation()
+  local info = redis.call('INFO', 'server', 'replication')
+  local run = string.find(info, 'run_id:', 1, true)
+  local line = string.find(info, 'master_replid:', 1, true)
+  return string.sub(info, run + 7, run + 46) .. string.sub(info, line + 14, line + 53)
+end
+`
+
 /** Decoding and encoding of records, and the bookkeeping every change shares. */
-const prelude = `
+const prelude = `${clockAndIdentity}
 local A, X, M, S = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 -- The instance-wide index of clusters and the counts, given when they live on
 -- the script's node (a single Redis). Under Redis Cluster they live in other
@@ -95,20 +123,14 @@ local function count(field, n)
   end
 end
 
--- Redis's clock, in milliseconds: the one every instance's leases are measured on.
-local function nowMillis()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
 -- Whether an instance watches the cluster: its mirror listens to the channel.
 local function watched()
   return redis.call('PUBSUB', 'SHARDNUMSUB', N)[2] > 0
 end
 
--- Holds an empty cluster for 'lease' more milliseconds (at least), or lets
--- go of one that has affiliates again; under Redis Cluster the instance does
--- it, told by the script's reply (1: hold it, -1: let it go).
+-- Holds an empty cluster for 'lease' more milliseconds (at least); under
+-- Redis Cluster the instance does it, told by the script's reply ('held': 1
+-- to hold it, -1 when reindex let go of one that has affiliates again).
 local held = 0
 local function hold(cid, lease)
   held = 1
@@ -133,24 +155,18 @@ local function reindex(cid, lease, wasEmpty)
   return first[2] or '-1'
 end
 
--- Whether one more cluster would pass the cap: the clusters with affiliates,
--- those held without (on a single Redis both are counted here, so watches and
--- changes arriving together cannot pass it), and 'outside', what the instance
--- counts beyond them (under Redis Cluster, where they live in other slots,
--- their count as it last saw it, and the snapshots it is loading); -1 when it
--- already holds this cluster.
-local function overCap(cid, maxClusters, outside)
-  if outside < 0 then return false end
-  if INDEX then
-    if redis.call('ZSCORE', INDEX, cid) or (HELD and redis.call('ZSCORE', HELD, cid)) then return false end
-    local held = 0
-    if HELD then
-      redis.call('ZREMRANGEBYSCORE', HELD, '-inf', nowMillis())
-      held = redis.call('ZCARD', HELD)
-    end
-    return redis.call('ZCARD', INDEX) + held + outside >= maxClusters
-  end
-  return outside >= maxClusters
+-- Why one more cluster may not be made, or nil: on a single Redis the script
+-- counts the clusters with affiliates and those held without, so watches and
+-- changes arriving together cannot pass the cap ('LIMIT clusters'). Under
+-- Redis Cluster they live in other slots: the instance reserves a place there
+-- first (see reserve) and calls again with 'reserved' -1; until then the
+-- answer is 'RESERVE place', having written nothing.
+local function capRefusal(cid, maxClusters, reserved)
+  if reserved == -1 then return nil end
+  if not INDEX then return 'RESERVE place' end
+  if redis.call('ZSCORE', INDEX, cid) or redis.call('ZSCORE', HELD, cid) then return nil end
+  if redis.call('ZCARD', INDEX) + heldNow(HELD) >= maxClusters then return 'LIMIT clusters' end
+  return nil
 end
 
 -- Every script that changes a cluster returns its result with what the
@@ -160,14 +176,10 @@ local function settled(result, due)
   return { result, counted.affiliates, counted.endpoints, due, held }
 end
 
--- This Redis process (its run_id, 40 characters): what an epoch's revisions come from.
+-- The incarnation of Redis an epoch's revisions come from, read once a script.
 local incarnationOf
 local function incarnation()
-  if not incarnationOf then
-    local info = redis.call('INFO', 'server')
-    local at = string.find(info, 'run_id:', 1, true)
-    incarnationOf = string.sub(info, at + 7, at + 46)
-  end
+  incarnationOf = incarnationOf or readIncarnation()
   return incarnationOf
 end
 
@@ -225,7 +237,7 @@ end
  * AffiliateUpdate. ARGV: cluster ID, affiliate ID, expiry, 1 when data is
  * given (non-empty), data, max affiliates, max endpoints, max clusters,
  * epoch for a new cluster, log length, retention of an empty cluster (ms),
- * clusters the instance holds outside the index (see overCap), then the endpoints.
+ * -1 when a place under the cap was reserved (see capRefusal), then the endpoints.
  * Its result is the new revision, 0 when nothing a watcher can see changed;
  * or an error reply `LIMIT <which>` having written nothing.
  *
@@ -247,7 +259,8 @@ if record then
 else
   local count = redis.call('HLEN', A)
   wasEmpty = count == 0
-  if wasEmpty and overCap(cid, maxClusters, outside) then return redis.error_reply('LIMIT clusters') end
+  local refused = wasEmpty and capRefusal(cid, maxClusters, outside)
+  if refused then return redis.error_reply(refused) end
   if count >= maxAffiliates then return redis.error_reply('LIMIT affiliates') end
   aff = { exp = -math.huge, data = '', eps = {} }
   created = true
@@ -327,11 +340,11 @@ return settled(rev, nextDue)
  * affiliates as ID and record pairs. A cluster without meta gets it (revision
  * 0, this epoch), so the revisions its watchers count from stay valid; while
  * it has no affiliates its meta and log live for the lease, which the
- * instances that watch it renew (see `renewLease`), so watches alone leave
+ * instances that watch it renew (see `renewHeld`), so watches alone leave
  * nothing behind. Watching a cluster that does not exist fails as creating
  * one would when the cap on clusters is reached. ARGV: epoch for a new
  * cluster, lease of a watched empty cluster (ms), cluster ID, max clusters,
- * clusters the instance holds outside the index (see overCap).
+ * -1 when a place under the cap was reserved (see capRefusal).
  *
  * @category models
  * @since 0.1.0
@@ -339,7 +352,8 @@ return settled(rev, nextDue)
 export const snapshot = `${prelude}
 local cid, lease, maxClusters, outside = ARGV[3], ARGV[2], tonumber(ARGV[4]), tonumber(ARGV[5])
 local empty = redis.call('HLEN', A) == 0
-if empty and overCap(cid, maxClusters, outside) then return redis.error_reply('LIMIT clusters') end
+local refused = empty and capRefusal(cid, maxClusters, outside)
+if refused then return redis.error_reply(refused) end
 local created = startEpoch(ARGV[1])
 redis.call('HSETNX', M, 'rev', 0)
 if empty then
@@ -410,7 +424,7 @@ return settled({ removed, trimmed, #ids == limit and 1 or 0, emptied }, nextDue)
  * memory backend skips a cluster it holds). Each affiliate is one logged
  * change, so a watcher of the empty cluster sees them arrive. ARGV: cluster
  * ID, epoch for a new cluster, log length, retention of an empty cluster
- * (ms), max clusters, clusters the instance holds outside the index,
+ * (ms), max clusters, -1 when a place under the cap was reserved (see capRefusal),
  * then affiliate ID and record pairs. Its result is the affiliates restored.
  *
  * @category models
@@ -420,7 +434,8 @@ export const restore = `${prelude}
 local cid, epoch, maxlen, retention = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local maxClusters, outside = tonumber(ARGV[5]), tonumber(ARGV[6])
 if redis.call('HLEN', A) > 0 then return settled(-1, reindex(cid)) end
-if overCap(cid, maxClusters, outside) then return redis.error_reply('LIMIT clusters') end
+local refused = capRefusal(cid, maxClusters, outside)
+if refused then return redis.error_reply(refused) end
 local restored = 0
 for i = 7, #ARGV - 1, 2 do
   local aid, record = ARGV[i], ARGV[i + 1]
@@ -449,9 +464,9 @@ return settled(restored, nextDue)
  * @category models
  * @since 0.1.0
  */
-export const readLog = `
+export const readLog = `${clockAndIdentity}
 local meta = redis.call('HMGET', KEYS[1], 'epoch', 'inc')
-if not meta[1] or meta[2] ~= string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') then return { '', {} } end
+if not meta[1] or meta[2] ~= readIncarnation() then return { '', {} } end
 return { meta[1], redis.call('XRANGE', KEYS[2], ARGV[1], ARGV[2], 'COUNT', ARGV[3]) }
 `
 
@@ -472,6 +487,25 @@ if redis.call('HLEN', A) > 0 then return 0 end
 redis.call('PEXPIRE', M, ARGV[2], 'GT')
 redis.call('PEXPIRE', S, ARGV[2], 'GT')
 hold(ARGV[1], ARGV[2])
+return 1
+`
+
+/**
+ * Under Redis Cluster, reserves a place under the cap on clusters for a
+ * cluster about to be made or watched empty, where the index and the held set
+ * live (one slot: the held set's key carries the index's name as its hash
+ * tag): a cluster already indexed or held has one; another is held for the
+ * lease when fewer than the cap are counted. KEYS: the index and the held
+ * set. ARGV: cluster ID, max clusters, lease (ms). Its result is 1 when the
+ * cluster has its place, 0 when the cap is reached.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const reserve = `${clockAndIdentity}
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) or redis.call('ZSCORE', KEYS[2], ARGV[1]) then return 1 end
+if redis.call('ZCARD', KEYS[1]) + heldNow(KEYS[2]) >= tonumber(ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[2], nowMillis() + tonumber(ARGV[3]), ARGV[1])
 return 1
 `
 
@@ -500,16 +534,15 @@ return 1
  * @category models
  * @since 0.1.0
  */
-export const countClusters = `
-local t = redis.call('TIME')
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-return redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2])
+export const countClusters = `${clockAndIdentity}
+return redis.call('ZCARD', KEYS[1]) + heldNow(KEYS[2])
 `
 
 /**
  * What an instance checks every second, in one step: the incarnation of
- * Redis (its run_id) and the dataset's marker, a random value written when
- * missing, so a restart, a failover and a flush each show as a change; with
+ * Redis (run_id and replication ID) and the dataset's marker, a random value
+ * written when missing, so a restart, a failover and a flush each show as a
+ * change; with
  * the index, counts and held set on this node, also the clusters held (with
  * affiliates, and without them once what has lapsed is dropped) and the
  * counts of affiliates and endpoints. KEYS: the marker, then (a single Redis)
@@ -519,17 +552,15 @@ return redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2])
  * @category models
  * @since 0.1.0
  */
-export const probe = `
+export const probe = `${clockAndIdentity}
 local marker = redis.call('GET', KEYS[1])
 if not marker then
   redis.call('SET', KEYS[1], ARGV[1])
   marker = ARGV[1]
 end
-local runId = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
-if not KEYS[2] then return { runId, marker } end
-local t = redis.call('TIME')
-redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+local incarnation = readIncarnation()
+if not KEYS[2] then return { incarnation, marker } end
 local counts = redis.call('HMGET', KEYS[3], 'affiliates', 'endpoints')
-local clusters = redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[4])
-return { runId, marker, clusters, counts[1] or '0', counts[2] or '0' }
+local clusters = redis.call('ZCARD', KEYS[2]) + heldNow(KEYS[4])
+return { incarnation, marker, clusters, counts[1] or '0', counts[2] or '0' }
 `

@@ -12,7 +12,7 @@ import type { AffiliateEntry } from "../../core/server/Affiliate.ts"
 import { Limits } from "../../core/server/limits.ts"
 import * as SnapshotCodec from "../../core/server/SnapshotCodec.ts"
 import type { EncodedSnapshot } from "../../core/server/snapshotFormat.ts"
-import { scriptKeys, settled } from "./bookkeeping.ts"
+import { scriptKeys, settled, withPlace } from "./bookkeeping.ts"
 import { keyspace } from "./keys.ts"
 import { entryOf, recordOf } from "./record.ts"
 import type { RedisConnection, Reply } from "./RedisConnection.ts"
@@ -67,7 +67,6 @@ export const importSnapshot = async (
   const keys = keyspace(target.keyPrefix)
   const epoch = randomUUID()
   const decoded = SnapshotCodec.decode(bytes, now)
-  let known = Number(await redis.send(["ZCARD", keys.index], keys.index))
   const alreadyHeld: Array<string> = []
   let clusters = 0
   let affiliates = 0
@@ -80,9 +79,7 @@ export const importSnapshot = async (
       epoch,
       String(target.logLength ?? 1000),
       String(target.emptyRetentionMillis ?? 3_600_000),
-      String(target.maxClusters),
-      // under Redis Cluster the script cannot count the index itself
-      redis.cluster ? String(known) : "0"
+      String(target.maxClusters)
     ]
     let kept = 0
     let keptEndpoints = 0
@@ -96,13 +93,19 @@ export const importSnapshot = async (
       keptEndpoints += affiliate.endpointCount
     }
     if (kept === 0) continue
-    const reply = await redis.run(restore, scriptKeys(redis, keys, cluster.id), args)
+    const reply = await withPlace(
+      redis,
+      keys,
+      cluster.id,
+      { maxClusters: target.maxClusters, leaseMillis: 30_000 },
+      (reserved) =>
+        redis.run(restore, scriptKeys(redis, keys, cluster.id), [...args.slice(0, 5), reserved, ...args.slice(5)])
+    )
     const restored = Number(await settled(redis, keys, cluster.id, reply))
     if (restored < 0) {
       alreadyHeld.push(cluster.id)
       continue
     }
-    known++
     clusters++
     affiliates += kept
     endpoints += keptEndpoints

@@ -1,13 +1,15 @@
 /**
  * `cluster-lagging-failover`: a failover to a replica that lagged, so the
  * writes its primary acknowledged last are lost. The replica of the primary
- * of a discovery cluster's slot is stopped (SIGSTOP) while traffic goes on,
- * the primary is killed (kill -9), the replica continues (SIGCONT) and takes
- * over without those writes; the inject waits until it has. Healed by
+ * of a discovery cluster's slot is stopped (SIGSTOP) and its replication
+ * link cut while traffic goes on, the primary is killed (kill -9), the
+ * replica continues (SIGCONT) and takes over without those writes; the
+ * inject waits until it has. Healed by
  * starting the killed node again: it rejoins as a replica of the new primary.
  */
 import type { Fault } from "./fault.ts"
 import { between, recordStep } from "./fault.ts"
+import { redisCommand } from "../cluster/resp.ts"
 import { randomSlot, redisClusterOf, type SlotChooser } from "./clusterSlot.ts"
 
 const name = "cluster-lagging-failover"
@@ -29,6 +31,8 @@ export const clusterLaggingFailoverAt = (chooseSlot: SlotChooser = randomSlot): 
     if (replica === undefined || replicaPid === undefined) throw new Error(`${primary.name} has no running replica`)
     const lagMillis = between(context.random, 500, 1500)
     process.kill(replicaPid, "SIGSTOP")
+    // what the primary already sent sits in the stopped replica's socket buffer: cut the link, so nothing more is
+    await redisCommand(primary.port, ["CLIENT", "KILL", "TYPE", "replica"])
     const at = context.now()
     await new Promise((resolve) => setTimeout(resolve, lagMillis))
     const primaryPid = primary.pid()
