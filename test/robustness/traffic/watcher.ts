@@ -96,7 +96,12 @@ export const startWatcher = (context: TrafficContext, options: WatcherOptions, r
       }
     }
     await wait(watch, Math.max(0, until - Date.now()))
-    if (control.settling() || closing || watch.isEnded()) return
+    if (control.settling() || closing) return
+    // ended by the server (a cap, a cut-off, a fault): come back after a pause, as a client backs off
+    if (watch.isEnded()) {
+      await sleep(context, intBetween(random, 100, 500))
+      return
+    }
     watch.cancel()
     await sleep(context, intBetween(random, 20, 400))
   }
