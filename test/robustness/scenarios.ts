@@ -131,6 +131,17 @@ export const scenarios: ReadonlyArray<Scenario> = [
     checkpointEvery: 1
   },
   {
+    name: "instance-stall",
+    description: "instances on Redis stopped (SIGSTOP) for 6-8 s and continued, while their watchers come and go",
+    shape: { backend: "redis", persistence: "aof-everysec" },
+    instances: 3,
+    faults: ["instance-stall"],
+    lossAllowed: false,
+    goNodes: false,
+    faultGapMillis: [500, 2000],
+    checkpointEvery: 1
+  },
+  {
     name: "redis-network",
     description: "latency, stalls, resets, slow links and cuts between one instance and Redis",
     shape: { backend: "redis", persistence: "aof-everysec" },

@@ -338,9 +338,10 @@ export class ChangeFeed {
   }
 
   /**
-   * Checks that the channels still carry the announcements (under Redis
-   * Cluster, where node-redis moves the listeners of a failed node's
-   * channels): each mirror not checked for `every` milliseconds asks its
+   * Checks that the channels still carry the announcements (a listener lost
+   * without an error, as when node-redis moves a failed node's listeners,
+   * would leave its watchers silent for good): each mirror not checked for
+   * `every` milliseconds asks its
    * cluster's revision; one the channel had not announced is read now, and if
    * at the next check it was still not announced, the channel is lost and the
    * watchers start again (on a new mirror that listens again).

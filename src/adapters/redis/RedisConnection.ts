@@ -113,6 +113,8 @@ export class RedisConnection {
   readonly #options: ReturnType<typeof commandOptions>
   readonly #lostListeners: Array<(reason: string, node: string | undefined) => void> = []
   readonly #channelListeners: Array<(channel: string, reason: string) => void> = []
+  /** The last subscribe or unsubscribe asked on each channel, while one is under way. */
+  readonly #channelSteps = new Map<string, Promise<void>>()
 
   constructor(options: RedisOptions, name: string) {
     this.cluster = options.cluster === true
@@ -222,15 +224,36 @@ export class RedisConnection {
   /** Listens to a sharded channel; messages arrive as Buffers. Fails at once while Redis is not reached. */
   async subscribe(channel: string, listener: (message: Buffer) => void): Promise<void> {
     if (!this.ready) throw new Error("not connected to Redis")
-    if (this.#nodes !== undefined) return this.#nodes.sSubscribe(channel, listener, true)
-    return (await this.#subscriberClient()).sSubscribe(channel, listener, true)
+    return this.#inTurn(channel, async () => {
+      if (this.#nodes !== undefined) return this.#nodes.sSubscribe(channel, listener, true)
+      return (await this.#subscriberClient()).sSubscribe(channel, listener, true)
+    })
   }
 
   /** Stops `listener` listening to a sharded channel (nothing to do once its connection was dropped). */
-  async unsubscribe(channel: string, listener: (message: Buffer) => void): Promise<void> {
-    if (this.#nodes !== undefined) return this.#nodes.sUnsubscribe(channel, listener, true)
-    const subscriber = await this.#subscriber?.connected.catch(() => undefined)
-    if (subscriber?.isReady) await subscriber.sUnsubscribe(channel, listener, true)
+  unsubscribe(channel: string, listener: (message: Buffer) => void): Promise<void> {
+    return this.#inTurn(channel, async () => {
+      if (this.#nodes !== undefined) return this.#nodes.sUnsubscribe(channel, listener, true)
+      const subscriber = await this.#subscriber?.connected.catch(() => undefined)
+      if (subscriber?.isReady) await subscriber.sUnsubscribe(channel, listener, true)
+    })
+  }
+
+  /**
+   * Runs `step` once the steps asked before it on the same channel are done,
+   * so that listening again while the last listener is still going never
+   * races its SUNSUBSCRIBE (the channel would end unsubscribed in Redis with
+   * a listener waiting here).
+   */
+  #inTurn(channel: string, step: () => Promise<void>): Promise<void> {
+    const previous = this.#channelSteps.get(channel) ?? Promise.resolve()
+    const next = previous.then(step, step)
+    const settled = next.catch(() => undefined)
+    this.#channelSteps.set(channel, settled)
+    settled.then(() => {
+      if (this.#channelSteps.get(channel) === settled) this.#channelSteps.delete(channel)
+    })
+    return next
   }
 
   /**
