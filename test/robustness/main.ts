@@ -98,5 +98,18 @@ for (const [i, scenario] of chosen.entries()) {
   for (const violation of report.violations.slice(0, 10)) log(`  ${violation.validator}: ${violation.message}`)
 }
 const violations = reports.reduce((sum, report) => sum + report.violations.length, 0)
-log(`done: ${reports.length} scenarios, ${violations} violations`)
+const total = (key: string) => reports.reduce((sum, report) => sum + (report.counts[key] ?? 0), 0)
+const faults = new Map<string, number>()
+for (const report of reports) {
+  for (const [key, count] of Object.entries(report.counts)) {
+    const name = /^fault (.+) inject$/.exec(key)?.[1]
+    if (name !== undefined) faults.set(name, (faults.get(name) ?? 0) + count)
+  }
+}
+log(
+  `done: ${reports.length} scenarios, ${Math.round(reports.reduce((sum, report) => sum + report.trafficMillis, 0) / 60_000)} minutes of traffic, ` +
+    `${total("call")} calls, ${total("watch-open")} watches, ${total("watch-msg")} watch messages, ` +
+    `${reports.reduce((sum, report) => sum + report.checkpoints, 0)} checkpoints, faults: ` +
+    `${[...faults].map(([name, count]) => `${name} ${count}`).join(", ")}; ${violations} violations`
+)
 process.exit(violations === 0 ? 0 : 1)
