@@ -846,6 +846,29 @@ describe("validators", () => {
       reported(violations, "bounded", "holds affiliate wide with 65 endpoints (over 64)")
       reported(violations, "bounded", "holds 1025 affiliates (over 1024)")
     })
+
+    it("counts a watch of a cluster a flush wiped only until the flush", () => {
+      const watchesAcross = (records: ReadonlyArray<HistoryRecord>) =>
+        edited(
+          (record) => record,
+          [
+            ...["c2", "c3", "c4"].flatMap((name, index) => [
+              open(`x${name}`, `x${name}`, 60 + index, { cluster: name }),
+              snapshot(`x${name}`, 61 + index, "e", 0, [])
+            ]),
+            ...records,
+            open("xc5", "xc5", 66, { cluster: "c5" }),
+            snapshot("xc5", 67, "f", 0, [])
+          ]
+        )
+      reported(bounded(watchesAcross([])), "bounded", "5 clusters had a watch open at 67 ms (cap 4 + tolerance 0)")
+      assert.deepStrictEqual(
+        bounded(
+          watchesAcross([fault("redis-flushall", "inject", 64, "redis"), fault("redis-flushall", "heal", 65, "redis")])
+        ).filter((violation) => violation.message.includes("clusters had a watch open")),
+        []
+      )
+    })
   })
 
   describe("alive", () => {

@@ -6,14 +6,14 @@
  * gauges, than the cap on clusters (plus the run's tolerance) allows.
  */
 import type { AffiliateRecord, HistoryRecord, RunRecord, Time, Violation, WatchOpenRecord } from "../history.ts"
-import { openInterval, replay, runEnd, runOf, showIds, watchLogs } from "../model.ts"
+import { openInterval, replay, runEnd, runOf, showIds, type WatchLog, watchLogs } from "../model.ts"
 
 /** The validator's name, as its violations carry it. */
 export const name = "bounded"
 
 /** The rule, in one line. */
 export const statement =
-  "No list or watch view holds more than 1024 affiliates or an affiliate with more than 64 endpoints, no instance has more than maxWatches watches open at once, and no more than maxClusters + clusterCapTolerance clusters are watched or counted at once."
+  "No list or watch view holds more than 1024 affiliates or an affiliate with more than 64 endpoints, no instance has more than maxWatches watches open at once, and no more than maxClusters + clusterCapTolerance clusters are watched or counted at once (a watch of a cluster a flush or a restart from an older file wiped counts until then, one served after it from a copy it left behind not at all)."
 
 /** Affiliates per cluster (the protocol's limit). */
 export const maxAffiliates = 1024
@@ -95,16 +95,48 @@ interface Change {
   readonly open: WatchOpenRecord
 }
 
-/** The watches' opens and ends in time order, ends first at equal times. */
-const changes = (history: ReadonlyArray<HistoryRecord>, keep: (open: WatchOpenRecord) => boolean): Array<Change> => {
+/** The watches' opens and ends in time order, ends first at equal times; `until` may end a watch earlier. */
+const changes = (
+  history: ReadonlyArray<HistoryRecord>,
+  keep: (open: WatchOpenRecord) => boolean,
+  until: (log: WatchLog, from: Time, to: Time) => Time = (_, __, to) => to
+): Array<Change> => {
   const end = runEnd(history)
   const all: Array<Change> = []
   for (const log of watchLogs(history)) {
     const interval = openInterval(log, end)
     if (interval === undefined || !keep(log.open)) continue
-    all.push({ at: interval.from, delta: 1, open: log.open }, { at: interval.to, delta: -1, open: log.open })
+    const to = until(log, interval.from, interval.to)
+    all.push({ at: interval.from, delta: 1, open: log.open }, { at: to, delta: -1, open: log.open })
   }
   return all.sort((a, b) => a.at - b.at || a.delta - b.delta)
+}
+
+/** Faults that take from Redis what counts the clusters (a flush, a restart from an older file). */
+const wipes = new Set(["redis-flushall", "redis-rewind"])
+
+/**
+ * When a watch open from `from` to `to` stops counting toward the cap on
+ * clusters: at its end, or when a fault wiped what Redis counts clusters
+ * with (its cluster is then no longer held, and the watch is cut off within
+ * the probe's second: the other validators check that it is). A watch that
+ * starts after a wipe in an epoch seen before it was served by a copy the
+ * wipe left behind, and does not count at all.
+ */
+const countedUntil = (history: ReadonlyArray<HistoryRecord>) => {
+  const wiped = history.flatMap((record) =>
+    record.type === "fault" && record.phase === "inject" && wipes.has(record.name) ? [record.at] : []
+  )
+  const firstSeen = new Map<string, Time>()
+  for (const record of history) {
+    if (record.type === "watch-msg" && !firstSeen.has(record.epoch)) firstSeen.set(record.epoch, record.at)
+  }
+  return (log: WatchLog, from: Time, to: Time): Time => {
+    const epoch = log.messages[0]?.epoch
+    const born = epoch === undefined ? from : (firstSeen.get(epoch) ?? from)
+    if (wiped.some((at) => born < at && at <= from)) return from
+    return wiped.find((at) => at > from && at < to) ?? to
+  }
 }
 
 const checkWatchCounts = (history: ReadonlyArray<HistoryRecord>, run: RunRecord): Array<Violation> =>
@@ -134,7 +166,8 @@ const checkClusterCounts = (history: ReadonlyArray<HistoryRecord>, run: RunRecor
   const groups = run.backend === "memory" ? run.instances.map((instance) => [instance]) : [run.instances]
   return groups.flatMap((instances) => {
     const watching = new Map<string, number>()
-    for (const change of changes(history, (watch) => instances.includes(watch.instance))) {
+    const counted = changes(history, (watch) => instances.includes(watch.instance), countedUntil(history))
+    for (const change of counted) {
       const count = (watching.get(change.open.cluster) ?? 0) + change.delta
       if (count === 0) watching.delete(change.open.cluster)
       else watching.set(change.open.cluster, count)
