@@ -16,7 +16,7 @@
  */
 import { createServer } from "node:net"
 import { MessageChannel, type MessagePort, Worker } from "node:worker_threads"
-import { Context, Deferred, Duration, Effect, Exit, Fiber, Schema, Scope } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, Exit, Fiber, Schema, Scope } from "effect"
 import { ClusterApi } from "../ports/ClusterApi.ts"
 import { parseAddress } from "../adapters/grpc/http2/Http2Server.ts"
 import type { ConnectionCounts } from "../adapters/grpc/http2/ConnectionCounts.ts"
@@ -61,8 +61,14 @@ export interface IoThreadsOptions {
   readonly ownSeries?: (() => ReadonlyArray<WireSeries>) | undefined
   /** How long a thread may drain before it is terminated (default 5 seconds). */
   readonly stopTimeout?: Duration.Input | undefined
-  /** The wait before a thread that died is started again (default 200 ms). */
+  /**
+   * The wait before a thread that died is started again (default 200 ms); it
+   * doubles (up to 30 s) while threads keep dying within `healthyRun` of
+   * their start, and comes back to this once one has run that long.
+   */
   readonly restartDelay?: Duration.Input | undefined
+  /** How long a thread must run before its death is no longer taken for a crash loop (default 10 seconds). */
+  readonly healthyRun?: Duration.Input | undefined
 }
 
 /**
@@ -197,6 +203,7 @@ export const make = (
     )
     const stopTimeout = Duration.fromInputUnsafe(options.stopTimeout ?? "5 seconds")
     const restartDelay = Duration.fromInputUnsafe(options.restartDelay ?? "200 millis")
+    const healthyRun = Duration.toMillis(Duration.fromInputUnsafe(options.healthyRun ?? "10 seconds"))
     const running = new Map<number, Running>()
     let stopping = false
     let restarts = 0
@@ -293,10 +300,18 @@ export const make = (
         yield* Scope.close(thread.scope, Exit.void)
       })
 
-    /** Keeps thread `index` running: when it dies, its watches end and a new one listens where it did. */
+    /**
+     * Keeps thread `index` running: when it dies, its watches end and a new
+     * one listens where it did, after a wait that grows while threads keep
+     * dying soon after they start (a crash loop costs a start's CPU and a log
+     * line each time) and comes back to `restartDelay` once one ran for
+     * `healthyRun`.
+     */
     const supervise = (first: Running, address: string): Effect.Effect<never> =>
       Effect.gen(function* () {
         let thread = first
+        let startedAt = yield* Clock.currentTimeMillis
+        let backoff = restartDelay
         while (true) {
           const code = yield* Deferred.await(thread.exited)
           if (stopping) return yield* Effect.never
@@ -304,19 +319,27 @@ export const make = (
           thread.control.close()
           yield* Scope.close(thread.scope, Exit.void)
           metrics.retire(thread.source)
+          const lived = (yield* Clock.currentTimeMillis) - startedAt
+          let delay = lived >= healthyRun ? restartDelay : backoff
           yield* Effect.logError("I/O thread died; starting it again").pipe(
-            Effect.annotateLogs({ thread: thread.index, exit_code: code })
+            Effect.annotateLogs({
+              thread: thread.index,
+              exit_code: code,
+              ran_ms: lived,
+              restart_in: Duration.format(delay)
+            })
           )
           // a thread that cannot be started is tried again, less and less often
-          let delay = restartDelay
           while (true) {
             yield* Effect.sleep(delay)
             const restarted = yield* Effect.exit(start(thread.index, [address]))
             if (restarted._tag === "Success") {
-              restarts++
+              startedAt = yield* Clock.currentTimeMillis
               thread = restarted.value.thread
+              restarts++
               break
             }
+            delay = Duration.min(Duration.times(delay, 2), maxRestartDelay)
             yield* Effect.logError("I/O thread could not be started again").pipe(
               Effect.annotateLogs({
                 thread: thread.index,
@@ -324,8 +347,8 @@ export const make = (
                 retry_in: Duration.format(delay)
               })
             )
-            delay = Duration.min(Duration.times(delay, 2), maxRestartDelay)
           }
+          backoff = Duration.min(Duration.times(delay, 2), maxRestartDelay)
         }
       })
 

@@ -8,6 +8,7 @@
 import { Cause, Duration, Effect, Exit, Fiber, Option, Schedule, Scope, Stream } from "effect"
 import { PrometheusMetrics } from "effect/observability"
 import { assert, describe, it } from "@effect/vitest"
+import { TestClock } from "effect/testing"
 import { GrpcClient } from "../../src/adapters/grpc/index.ts"
 import * as RateLimit from "../../src/adapters/grpc/rateLimit.ts"
 import { TestDiscovery } from "../../src/adapters/testing/index.ts"
@@ -37,6 +38,20 @@ const twoThreads = (options: Partial<IoThreads.IoThreadsOptions> = {}) =>
     restartDelay: "10 millis",
     ...options
   }).pipe(Effect.orDie)
+
+/** Waits `millis` of real time, whatever clock the test runs on. */
+const realSleep = (millis: number): Effect.Effect<void> =>
+  Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, millis)))
+
+/** Waits (polling every 10 ms of real time, for at most 10 s) until `ready` holds. */
+const realUntil = (ready: () => boolean, what: string): Effect.Effect<void> =>
+  Effect.gen(function* () {
+    for (let i = 0; i < 1000; i++) {
+      if (ready()) return
+      yield* realSleep(10)
+    }
+    return yield* Effect.die(new Error(`timed out waiting for ${what}`))
+  })
 
 /** Waits (polling every 10 ms, for at most 10 s) until `ready` holds. */
 const until = (ready: () => boolean, what: string): Effect.Effect<void> =>
@@ -200,6 +215,41 @@ describe("I/O threads", { timeout: 60_000 }, () => {
       yield* Fiber.interruptAll(watchers)
       yield* Scope.close(clients, Exit.void)
       yield* until(() => connections.total === 0, "every connection to be counted out")
+    }).pipe(Effect.provide(TestDiscovery.layer()), Effect.scoped)
+  )
+
+  it.effect("waits longer and longer to start a thread that keeps crashing, and less once one ran a while", () =>
+    Effect.gen(function* () {
+      // the thread is real, the waits between its starts are on the TestClock
+      const threads = yield* IoThreads.make({
+        threads: 1,
+        entry: threadEntry,
+        argv: ["--crash-after-listening=400"],
+        addresses: ["127.0.0.1:0"],
+        connections: new ConnectionCounts(1000, 1000),
+        stopTimeout: "2 seconds",
+        restartDelay: "100 millis",
+        healthyRun: "10 seconds"
+      }).pipe(Effect.orDie)
+      const dead = () => realUntil(() => threads.threads().length === 0, "the thread to die")
+      /** The thread is not started again until `millis` have passed on the clock since it died. */
+      const restartedAfter = (millis: number) =>
+        Effect.gen(function* () {
+          const before = threads.restarts()
+          yield* dead()
+          yield* TestClock.adjust(millis - 1)
+          yield* realSleep(1000)
+          assert.strictEqual(threads.restarts(), before, `started again before ${millis} ms`)
+          yield* TestClock.adjust(1)
+          yield* realUntil(() => threads.restarts() === before + 1, "the thread to be started again")
+        })
+      yield* restartedAfter(100)
+      yield* restartedAfter(200)
+      yield* restartedAfter(400)
+      // this one runs 10 s (on the clock) before it dies: the wait is back to the first
+      yield* TestClock.adjust("10 seconds")
+      yield* restartedAfter(100)
+      yield* restartedAfter(200)
     }).pipe(Effect.provide(TestDiscovery.layer()), Effect.scoped)
   )
 })
