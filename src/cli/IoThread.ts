@@ -17,6 +17,7 @@ import { snapshotWire } from "../adapters/http/MergedMetrics.ts"
 import * as ClusterApiClient from "../adapters/message-port/ClusterApiClient.ts"
 import type { OwnerMessage, ThreadData, ThreadMessage } from "./ioThreadControl.ts"
 import { deltaCodec, threadKind } from "./ioThreadControl.ts"
+import { acknowledger } from "./ThreadProgress.ts"
 
 /**
  * Whether this thread was started by `IoThreads`.
@@ -82,7 +83,7 @@ export const run = <E extends { readonly message: string }>(
         control.once("close", () => resume(Effect.void))
         return Effect.sync(() => control.off("message", onMessage))
       }).pipe(Effect.forkScoped)
-      const connection = yield* ClusterApiClient.connect(data.api, deltaCodec)
+      const connection = yield* ClusterApiClient.connect(data.api, deltaCodec, acknowledger(data.progress))
       const listened = yield* listen({
         index: data.index,
         addresses: data.addresses,

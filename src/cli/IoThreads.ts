@@ -25,6 +25,7 @@ import { MergedMetrics, type WireSeries } from "../adapters/http/MergedMetrics.t
 import * as ClusterApiHost from "../adapters/message-port/ClusterApiHost.ts"
 import type { OwnerMessage, ThreadData, ThreadMessage } from "./ioThreadControl.ts"
 import { deltaCodec, threadKind } from "./ioThreadControl.ts"
+import { type Backlog, progressCell, ThreadProgress } from "./ThreadProgress.ts"
 
 /**
  * How the threads are started.
@@ -69,6 +70,18 @@ export interface IoThreadsOptions {
   readonly restartDelay?: Duration.Input | undefined
   /** How long a thread must run before its death is no longer taken for a crash loop (default 10 seconds). */
   readonly healthyRun?: Duration.Input | undefined
+  /**
+   * How long a batch posted to a thread may wait unread before the thread is
+   * taken for stalled (default 10 seconds): its watches end, it is terminated
+   * and a new one started. An idle thread is sent a heartbeat each second,
+   * so a stall is seen without traffic too.
+   */
+  readonly stallTimeout?: Duration.Input | undefined
+  /**
+   * How many bytes posted to a thread may wait unread, the oldest for a
+   * second or more, before it is taken for stalled (default 64 MiB).
+   */
+  readonly maxUnreadBytes?: number | undefined
 }
 
 /**
@@ -92,6 +105,8 @@ export interface ThreadInfo {
   readonly threadId: number
   /** The watches it has open through the owner now. */
   readonly watches: number
+  /** What the owner posted to it that it has not read yet. */
+  readonly unread: Backlog
 }
 
 /**
@@ -110,6 +125,8 @@ export class IoThreads extends Context.Service<
     readonly threads: () => ReadonlyArray<ThreadInfo>
     /** Threads started again after they died, so far. */
     readonly restarts: () => number
+    /** Threads terminated because they stalled, so far. */
+    readonly stalls: () => number
     /** Reads every thread's metrics into this thread's registry; `/metrics` runs it before each scrape. */
     readonly refreshMetrics: Effect.Effect<void>
     /** Ends thread `index` at once, as a crash would (for fault tests). */
@@ -127,9 +144,18 @@ interface Running {
   readonly scope: Scope.Closeable
   readonly exited: Deferred.Deferred<number>
   readonly metricsWaiting: Map<number, (message: ThreadMessage) => void>
+  readonly progress: ThreadProgress
+  /** Why the owner ended it, when it did. */
+  stalled: string | undefined
 }
 
 const metricsTimeoutMillis = 1000
+
+/** How long a thread may leave a batch unread past the bound on unread bytes (a burst), in milliseconds. */
+const burstMillis = 1000
+
+/** How often the owner looks at what each thread has read, in milliseconds. */
+const watchdogIntervalMillis = 1000
 
 /** The longest wait between attempts to start a thread again. */
 const maxRestartDelay = Duration.seconds(30)
@@ -196,6 +222,7 @@ export const make = (
     const api = yield* ClusterApi
     const outer = yield* Effect.scope
     const context = yield* Effect.context<never>()
+    const runFork = Effect.runForkWith(Context.omit(Scope.Scope)(context))
     const counts = options.connections
     const metrics = yield* Effect.acquireRelease(
       Effect.sync(() => new MergedMetrics(Context.omit(Scope.Scope)(context))),
@@ -204,6 +231,9 @@ export const make = (
     const stopTimeout = Duration.fromInputUnsafe(options.stopTimeout ?? "5 seconds")
     const restartDelay = Duration.fromInputUnsafe(options.restartDelay ?? "200 millis")
     const healthyRun = Duration.toMillis(Duration.fromInputUnsafe(options.healthyRun ?? "10 seconds"))
+    const stallTimeout = Duration.toMillis(Duration.fromInputUnsafe(options.stallTimeout ?? "10 seconds"))
+    const maxUnreadBytes = options.maxUnreadBytes ?? 64 * 1024 * 1024
+    let stalls = 0
     const running = new Map<number, Running>()
     let stopping = false
     let restarts = 0
@@ -216,10 +246,24 @@ export const make = (
         const scope = yield* Scope.fork(threadScopes)
         const apiChannel = new MessageChannel()
         const controlChannel = new MessageChannel()
+        const cell = progressCell()
+        const progress = new ThreadProgress(cell, performance.now())
+        let thread: Running | undefined
         const host = yield* ClusterApiHost.serve(api, apiChannel.port1, {
           limiter: options.limiter,
           stats: options.stats,
-          codec: deltaCodec
+          codec: deltaCodec,
+          onPosted: (bytes) => {
+            const now = performance.now()
+            progress.posted(bytes, now)
+            if (thread !== undefined && thread.stalled === undefined) {
+              const unread = progress.backlog(now)
+              // a burst (a reconnect storm's snapshots) may pass the bound for a moment; a thread that reads does not stay there
+              if (unread.bytes > maxUnreadBytes && unread.oldestMillis >= burstMillis) {
+                endStalled(thread, `${unread.bytes} bytes unread, the oldest for ${Math.round(unread.oldestMillis)} ms`)
+              }
+            }
+          }
         }).pipe(Scope.provide(scope))
         const data: ThreadData = {
           kind: threadKind,
@@ -227,7 +271,8 @@ export const make = (
           api: apiChannel.port2,
           control: controlChannel.port2,
           addresses,
-          requestBudget: options.requestBudget?.buffer
+          requestBudget: options.requestBudget?.buffer,
+          progress: cell
         }
         const worker = new Worker(options.entry, {
           argv: [...(options.argv ?? [])],
@@ -244,7 +289,7 @@ export const make = (
             options.requestBudget?.reclaim(index + 1)
           })
         )
-        const thread: Running = {
+        thread = {
           index,
           source,
           worker,
@@ -252,8 +297,11 @@ export const make = (
           host,
           scope,
           exited,
-          metricsWaiting: new Map()
+          metricsWaiting: new Map(),
+          progress,
+          stalled: undefined
         }
+        const started: Running = thread
         const listening = yield* Effect.callback<{ address: string; port: number }, IoThreadError>((resume) => {
           const onMessage = (message: ThreadMessage) => {
             if (message.type === "listening") resume(Effect.succeed(message))
@@ -262,13 +310,13 @@ export const make = (
               const admitted: OwnerMessage = {
                 type: "admitted",
                 id: message.id,
-                ok: counts.tryAcquire(thread.source, message.address)
+                ok: counts.tryAcquire(started.source, message.address)
               }
-              thread.control.postMessage(admitted)
-            } else if (message.type === "disconnect") counts.release(thread.source, message.address)
-            else thread.metricsWaiting.get(message.id)?.(message)
+              started.control.postMessage(admitted)
+            } else if (message.type === "disconnect") counts.release(started.source, message.address)
+            else started.metricsWaiting.get(message.id)?.(message)
           }
-          thread.control.on("message", onMessage)
+          started.control.on("message", onMessage)
           worker.on("error", (error) => resume(Effect.fail(new IoThreadError({ message: error.message }))))
           worker.on("exit", (code) => {
             resume(Effect.fail(new IoThreadError({ message: `I/O thread ${index} exited with code ${code}` })))
@@ -279,15 +327,51 @@ export const make = (
             Effect.andThen(
               Effect.promise(() => worker.terminate()),
               Effect.andThen(
-                Effect.sync(() => thread.control.close()),
+                Effect.sync(() => started.control.close()),
                 Scope.close(scope, Exit.void)
               )
             )
           )
         )
-        running.set(index, thread)
-        return { thread, listening }
+        running.set(index, started)
+        return { thread: started, listening }
       })
+
+    /**
+     * Ends a thread that stopped reading what the owner posts: it is
+     * terminated at once (a thread stuck in a loop answers nothing else), and
+     * its supervisor closes its host (its watches end, their places under
+     * the caps come back, its connections close and clients reconnect to the
+     * other threads) and starts a new one.
+     */
+    const endStalled = (thread: Running, why: string) => {
+      thread.stalled = why
+      stalls++
+      runFork(
+        Effect.logError("I/O thread stalled; terminating it").pipe(
+          Effect.annotateLogs({ thread: thread.index, reason: why }),
+          Effect.andThen(Effect.promise(() => thread.worker.terminate()))
+        )
+      )
+    }
+
+    /**
+     * Each second: a thread that leaves a batch unread too long is ended; an
+     * idle one gets a heartbeat. On the real clock, as the threads run,
+     * whatever clock the service's own work is on.
+     */
+    const watchdog = () => {
+      const now = performance.now()
+      for (const thread of running.values()) {
+        if (thread.stalled !== undefined) continue
+        const unread = thread.progress.backlog(now)
+        if (unread.oldestMillis > stallTimeout) {
+          endStalled(thread, `a batch unread for ${Math.round(unread.oldestMillis)} ms (${unread.bytes} bytes unread)`)
+        } else if (unread.batches === 0 && now - thread.progress.lastPostAt >= watchdogIntervalMillis) {
+          thread.host.heartbeat()
+        }
+      }
+    }
 
     /** Asks `thread` to drain, and terminates it if it has not ended after the stop timeout. */
     const stop = (thread: Running) =>
@@ -325,6 +409,7 @@ export const make = (
             Effect.annotateLogs({
               thread: thread.index,
               exit_code: code,
+              ...(thread.stalled === undefined ? {} : { stalled: thread.stalled }),
               ran_ms: lived,
               restart_in: Duration.format(delay)
             })
@@ -374,6 +459,12 @@ export const make = (
     for (const started of [first, ...others]) {
       supervisors.push(yield* Effect.forkIn(supervise(started.thread, where), outer))
     }
+    const watching = setInterval(watchdog, watchdogIntervalMillis)
+    watching.unref()
+    yield* Scope.addFinalizer(
+      outer,
+      Effect.sync(() => clearInterval(watching))
+    )
 
     const askMetrics = (thread: Running) =>
       Effect.callback<void>((resume) => {
@@ -403,9 +494,11 @@ export const make = (
         [...running.values()].map((thread) => ({
           index: thread.index,
           threadId: thread.worker.threadId,
-          watches: thread.host.watches()
+          watches: thread.host.watches(),
+          unread: thread.progress.backlog(performance.now())
         })),
       restarts: () => restarts,
+      stalls: () => stalls,
       refreshMetrics: Effect.suspend(() => {
         const own = options.ownSeries
         if (own !== undefined) metrics.update(ownSource, own())

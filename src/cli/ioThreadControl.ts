@@ -29,6 +29,8 @@ export interface ThreadData {
   readonly requestBudget: SharedArrayBuffer | undefined
   /** The addresses to try, in order; the first that binds is the thread's. */
   readonly addresses: ReadonlyArray<string>
+  /** Where the thread counts the batches from the owner it has handled (`ThreadProgress`). */
+  readonly progress: SharedArrayBuffer
 }
 
 /**

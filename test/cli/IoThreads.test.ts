@@ -5,6 +5,9 @@
  * one set of metric totals), and a thread that dies is started again with
  * nothing acknowledged lost.
  */
+import { mkdtempSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { Cause, Duration, Effect, Exit, Fiber, Option, Schedule, Scope, Stream } from "effect"
 import { PrometheusMetrics } from "effect/observability"
 import { assert, describe, it } from "@effect/vitest"
@@ -14,7 +17,7 @@ import * as RateLimit from "../../src/adapters/grpc/rateLimit.ts"
 import { TestDiscovery } from "../../src/adapters/testing/index.ts"
 import * as IoThreads from "../../src/cli/IoThreads.ts"
 import type { WatchEvent } from "../../src/ports/ClusterApi.ts"
-import type { ClusterApi } from "../../src/ports/ClusterApi.ts"
+import { ClusterApi } from "../../src/ports/ClusterApi.ts"
 import { ConnectionCounts } from "../../src/adapters/grpc/http2/ConnectionCounts.ts"
 
 const threadEntry = new URL("../contract/fixtures/grpcIoThread.ts", import.meta.url)
@@ -38,6 +41,10 @@ const twoThreads = (options: Partial<IoThreads.IoThreadsOptions> = {}) =>
     restartDelay: "10 millis",
     ...options
   }).pipe(Effect.orDie)
+
+/** The watches open through the threads now. */
+const totalWatches = (threads: IoThreads.IoThreads["Service"]): number =>
+  threads.threads().reduce((sum, thread) => sum + thread.watches, 0)
 
 /** Waits `millis` of real time, whatever clock the test runs on. */
 const realSleep = (millis: number): Effect.Effect<void> =>
@@ -250,6 +257,99 @@ describe("I/O threads", { timeout: 60_000 }, () => {
       yield* TestClock.adjust("10 seconds")
       yield* restartedAfter(100)
       yield* restartedAfter(200)
+    }).pipe(Effect.provide(TestDiscovery.layer()), Effect.scoped)
+  )
+
+  it.live(
+    "ends a thread that stopped reading before what waits for it passes the bound, and serves its clients again",
+    () =>
+      Effect.gen(function* () {
+        const stallFile = join(mkdtempSync(join(tmpdir(), "stall-")), "now")
+        const maxUnreadBytes = 1024 * 1024
+        const threads = yield* twoThreads({
+          argv: [`--stall-when=${stallFile}`],
+          stallTimeout: "60 seconds",
+          maxUnreadBytes
+        })
+        const owner = yield* ClusterApi
+        const clusters = Array.from({ length: 10 }, (_, i) => `stalled-${i}`)
+        const clients = yield* Scope.make()
+        const watchers: Array<Fiber.Fiber<void, unknown>> = []
+        // 1000 watches over 40 connections: both threads carry some
+        for (let c = 0; c < 40; c++) {
+          const api = yield* clientOf(threads.port).pipe(Scope.provide(clients))
+          for (let w = 0; w < 25; w++) {
+            watchers.push(yield* Effect.forkScoped(Stream.runDrain(api.watch({ clusterId: clusters[w % 10]! }))))
+          }
+        }
+        yield* until(() => totalWatches(threads) === 1000, "1000 watches to open")
+        const before = new Map(threads.threads().map((thread) => [thread.index, thread.watches]))
+        assert.isTrue([...before.values()].every((watches) => watches > 0))
+        let written = 0
+        let mostUnread = 0
+        const writer = yield* Effect.forkScoped(
+          Effect.forever(
+            Effect.suspend(() =>
+              Effect.andThen(
+                owner.affiliateUpdate({
+                  clusterId: clusters[written % 10]!,
+                  affiliateId: "writer",
+                  data: new Uint8Array(2000).fill(written++ & 255),
+                  endpoints: [],
+                  ttl: Duration.minutes(10)
+                }),
+                Effect.sleep("5 millis")
+              )
+            )
+          )
+        )
+        const meter = yield* Effect.forkScoped(
+          Effect.forever(
+            Effect.andThen(
+              Effect.sync(() => {
+                for (const thread of threads.threads()) mostUnread = Math.max(mostUnread, thread.unread.bytes)
+              }),
+              Effect.sleep("5 millis")
+            )
+          )
+        )
+        writeFileSync(stallFile, "")
+        yield* until(() => threads.stalls() === 1, "the stalled thread to be ended")
+        // its watches end (UNAVAILABLE); the other thread's stay open
+        const ended = () => watchers.filter((fiber) => fiber.pollUnsafe() !== undefined)
+        yield* until(() => [...before.values()].includes(ended().length), "the stalled thread's watches to end")
+        for (const fiber of ended()) {
+          const exit = fiber.pollUnsafe()!
+          const error = Exit.isFailure(exit) ? Option.getOrUndefined(Cause.findErrorOption(exit.cause)) : undefined
+          assert.strictEqual((error as { readonly _tag?: string } | undefined)?._tag, "Unavailable")
+        }
+        // a new thread serves in its place, and new clients are served (as a client does, after a retry)
+        yield* until(() => threads.restarts() === 1 && threads.threads().length === 2, "a new thread")
+        yield* Fiber.interrupt(writer)
+        yield* Fiber.interrupt(meter)
+        const fresh = yield* Effect.forEach(Array.from({ length: 20 }), () => clientOf(threads.port))
+        const lists = yield* Effect.forEach(fresh, (api) =>
+          api
+            .list({ clusterId: clusters[0]! })
+            .pipe(Effect.retry({ schedule: Schedule.spaced("50 millis"), times: 40 }))
+        )
+        for (const listed of lists) assert.strictEqual(listed.length, 1)
+        // what waited for the stalled thread never passed the bound by more than one batch of 1000 watches
+      assert.isAtMost(mostUnread, maxUnreadBytes + 64 * 1024)
+        yield* Fiber.interruptAll(watchers)
+        yield* Scope.close(clients, Exit.void)
+      }).pipe(Effect.provide(TestDiscovery.layer()), Effect.scoped)
+  )
+
+  it.live("ends a thread that stalls with nothing to do, seen by its heartbeat", () =>
+    Effect.gen(function* () {
+      const stallFile = join(mkdtempSync(join(tmpdir(), "stall-")), "now")
+      const threads = yield* twoThreads({ argv: [`--stall-when=${stallFile}`], stallTimeout: "1 second" })
+      writeFileSync(stallFile, "")
+      yield* until(() => threads.stalls() === 1, "the idle stalled thread to be ended")
+      yield* until(() => threads.restarts() === 1 && threads.threads().length === 2, "a new thread")
+      const api = yield* clientOf(threads.port)
+      yield* api.hello({ clusterId: "after-stall", clientVersion: "v1.8.0" })
     }).pipe(Effect.provide(TestDiscovery.layer()), Effect.scoped)
   )
 })

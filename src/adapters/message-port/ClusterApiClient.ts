@@ -47,14 +47,16 @@ const ownerGone = () => new Unavailable({ message: "state owner is gone" })
 
 /**
  * Connects to the host at the other end of `port`; the port is closed with
- * the scope. `codec` reads the deltas a host with the same codec encodes.
+ * the scope. `codec` reads the deltas a host with the same codec encodes;
+ * `handled` is told each time a batch of replies has been handled.
  *
  * @category constructors
  * @since 0.1.0
  */
 export const connect = (
   port: MessagePort,
-  codec?: Pick<DeltaCodec, "decode">
+  codec?: Pick<DeltaCodec, "decode">,
+  handled?: () => void
 ): Effect.Effect<Connection, never, Scope.Scope> =>
   Effect.gen(function* () {
     let nextId = 1
@@ -71,6 +73,7 @@ export const connect = (
     }
     const onMessage = (batch: ReadonlyArray<Reply>) => {
       for (const reply of batch) onReply(reply)
+      handled?.()
     }
     /** Everything waiting hears `undefined`: the owner is gone. */
     const onClose = () => {

@@ -12,7 +12,7 @@
 import type { MessagePort } from "node:worker_threads"
 import { Cause, Context, Deferred, Effect, Exit, Fiber, Scope } from "effect"
 import type { StoreStats } from "../../core/server/ClusterStore.ts"
-import type { ClusterApi, WatchDelta, WatchRequest } from "../../ports/ClusterApi.ts"
+import type { AffiliateView, ClusterApi, WatchDelta, WatchRequest } from "../../ports/ClusterApi.ts"
 import type { DiscoveryError, SubscriptionLost, Unavailable } from "../../ports/DiscoveryError.ts"
 import { fromWireUpdate, ownAffiliate, ownBytes, ownStart, type WireUpdate } from "./compact.ts"
 import { Outbox } from "./Outbox.ts"
@@ -39,6 +39,8 @@ export interface HostOptions {
   readonly codec?: DeltaCodec | undefined
   /** The state's counts, for the other side's landing page. */
   readonly stats?: Effect.Effect<StoreStats> | undefined
+  /** Told of each batch posted to the other side, with its approximate size in bytes. */
+  readonly onPosted?: ((bytes: number) => void) | undefined
 }
 
 /** The last deltas encoded, for every port of this thread: each is encoded once however many ports relay it. */
@@ -72,6 +74,30 @@ interface Grouped {
 export interface Host {
   /** The watches it relays now. */
   readonly watches: () => number
+  /** Posts a message that answers nothing, so that a side that reads nothing else still has something to read. */
+  readonly heartbeat: () => void
+}
+
+/** About how many bytes of the owner's memory an affiliate takes while it waits in the port. */
+const affiliateBytes = (affiliate: AffiliateView): number => {
+  let bytes = 64 + affiliate.id.length + affiliate.data.length
+  for (const endpoint of affiliate.endpoints) bytes += 16 + endpoint.length
+  return bytes
+}
+
+/** About how many bytes of the owner's memory `reply` takes while it waits in the port. */
+const replyBytes = (reply: Reply): number => {
+  if ("encoded" in reply) return 64 + reply.encoded.bytes.length
+  if ("start" in reply) {
+    let bytes = 64
+    if (reply.start._tag === "Snapshot")
+      for (const affiliate of reply.start.affiliates) bytes += affiliateBytes(affiliate)
+    else
+      for (const delta of reply.start.missed) bytes += delta._tag === "Updated" ? affiliateBytes(delta.affiliate) : 64
+    return bytes
+  }
+  if ("delta" in reply) return reply.delta._tag === "Updated" ? affiliateBytes(reply.delta.affiliate) : 64
+  return 64
 }
 
 /**
@@ -92,9 +118,21 @@ export const serve = (
     const runFork = Effect.runForkWith(Context.omit(Scope.Scope)(yield* Effect.context<never>()))
     const watches = new Map<number, Fiber.Fiber<unknown, unknown>>()
     const grouped = new Map<WatchDelta, Grouped>()
-    const outbox = new Outbox<Reply>(port, () => grouped.clear())
+    const onPosted = options.onPosted
+    let batchBytes = 0
+    const outbox = new Outbox<Reply>(port, () => {
+      grouped.clear()
+      onPosted?.(batchBytes)
+      batchBytes = 0
+    })
     const codec = options.codec
-    const post = (reply: Reply) => outbox.push(reply)
+    const post =
+      onPosted === undefined
+        ? (reply: Reply) => outbox.push(reply)
+        : (reply: Reply) => {
+            batchBytes += replyBytes(reply)
+            outbox.push(reply)
+          }
     /** Answers request `id` with how its effect ended: a defect or an interruption is answered too. */
     const answer = (id: number) => (exit: Exit.Exit<unknown, DiscoveryError>) =>
       Effect.sync(() => post(Exit.isSuccess(exit) ? { id, ok: exit.value } : { id, error: toWireCause(exit.cause) }))
@@ -232,5 +270,5 @@ export const serve = (
         port.close()
       })
     )
-    return { watches: () => watches.size }
+    return { watches: () => watches.size, heartbeat: () => outbox.push({ id: 0, ok: undefined }) }
   })

@@ -50,7 +50,8 @@ export type Request =
  * What the owner of the state answers, in batches as the requests. A delta
  * goes once to each thread, encoded (`EncodedDelta`, in shared memory) with
  * the IDs of every watch of that thread it is for; a delta of a watch
- * without an epoch goes as it is.
+ * without an epoch goes as it is. A reply with ID 0 answers nothing (a
+ * heartbeat).
  *
  * @category models
  * @since 0.1.0
