@@ -34,7 +34,7 @@ import * as Health from "./health.ts"
 import type { FallbackListener, Http2ServerOptions } from "./http2/Http2Server.ts"
 import { Http2Server } from "./http2/Http2Server.ts"
 import type { Call } from "./interceptors.ts"
-import { intercept, serverChain } from "./interceptors.ts"
+import { intercept, serverChain, withCallDeadline } from "./interceptors.ts"
 import { seed } from "./metrics.ts"
 import * as MetricsInterceptor from "./metricsInterceptor.ts"
 import type { RateLimitOptions } from "./rateLimit.ts"
@@ -354,7 +354,7 @@ export const register = (
           rpc,
           call,
           call.request,
-          (message, address) => rpc.invoke(api, rpc.toCore(message, address)),
+          (message, address) => withCallDeadline(call, rpc.invoke(api, rpc.toCore(message, address))),
           unaryReply(callback, rpc.fromCore)
         )
 
@@ -363,7 +363,8 @@ export const register = (
         ClusterRpcs.Watch,
         call,
         call.request,
-        (message) => watches.serve(api, call, ClusterRpcs.Watch.toCore(message), wantsRevisions(message)),
+        (message) =>
+          withCallDeadline(call, watches.serve(api, call, ClusterRpcs.Watch.toCore(message), wantsRevisions(message))),
         watchReply(call)
       )
 

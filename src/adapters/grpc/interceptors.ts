@@ -15,6 +15,7 @@
  */
 import * as grpc from "@grpc/grpc-js"
 import { Cause, Effect, Exit } from "effect"
+import { CallDeadline } from "../../ports/CallDeadline.ts"
 import type { DiscoveryError } from "../../ports/DiscoveryError.ts"
 import type { RpcInfo } from "./ClusterService.ts"
 import type { DecodedRequest } from "./codec.ts"
@@ -150,7 +151,24 @@ export const statusOf = (exit: Exit.Exit<unknown, DiscoveryError>, context: Call
  * @since 0.1.0
  */
 export const timeLeft = (call: Call): number => {
-  const deadline = call.getDeadline()
-  const at = deadline instanceof Date ? deadline.getTime() : deadline
+  const at = deadlineOf(call)
   return at === Number.POSITIVE_INFINITY ? at : at - Date.now()
+}
+
+/** The call's deadline in milliseconds since the epoch, `Infinity` without one. */
+const deadlineOf = (call: Call): number => {
+  const deadline = call.getDeadline()
+  return deadline instanceof Date ? deadline.getTime() : deadline
+}
+
+/**
+ * `effect` told the call's deadline (`CallDeadline`) when it has one, so
+ * that a `ClusterApi` that queues calls skips it once its caller has gone.
+ *
+ * @category combinators
+ * @since 0.1.0
+ */
+export const withCallDeadline = <A, E, R>(call: Call, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
+  const at = deadlineOf(call)
+  return at === Number.POSITIVE_INFINITY ? effect : Effect.provideService(effect, CallDeadline, at)
 }

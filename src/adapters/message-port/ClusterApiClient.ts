@@ -12,7 +12,8 @@
  */
 import type { MessagePort } from "node:worker_threads"
 import type { Scope } from "effect"
-import { Effect } from "effect"
+import { Effect, type Fiber } from "effect"
+import { CallDeadline } from "../../ports/CallDeadline.ts"
 import type { StoreStats } from "../../core/server/ClusterStore.ts"
 import { watchFromSubscribe } from "../../core/server/pushedWatch.ts"
 import type { HelloRequest, WatchRequest, WatchSink, WatchStart } from "../../ports/ClusterApi.ts"
@@ -44,6 +45,12 @@ export interface Connection {
 }
 
 const ownerGone = () => new Unavailable({ message: "state owner is gone" })
+
+/** The deadline of the call `fiber` runs, when it has one. */
+const deadlineOf = (fiber: Fiber.Fiber<unknown, unknown>): number | undefined => {
+  const deadline = fiber.getRef(CallDeadline)
+  return deadline === Number.POSITIVE_INFINITY ? undefined : deadline
+}
 
 /**
  * Connects to the host at the other end of `port`; the port is closed with
@@ -92,26 +99,28 @@ export const connect = (
     )
 
     const request = <A>(
-      make: (id: number) => Request,
+      make: (id: number, deadline: number | undefined) => Request,
       answer: (reply: Reply) => Effect.Effect<A, DiscoveryError> | undefined
     ): Effect.Effect<A, DiscoveryError> =>
-      Effect.callback<A, DiscoveryError>((resume) => {
-        if (closed) {
-          resume(Effect.fail(ownerGone()))
-          return
-        }
-        const id = nextId++
-        pending.set(id, (reply) => {
-          pending.delete(id)
-          if (reply === undefined) resume(Effect.fail(ownerGone()))
-          else {
-            const result = answer(reply)
-            if (result !== undefined) resume(result)
+      Effect.withFiber((fiber) =>
+        Effect.callback<A, DiscoveryError>((resume) => {
+          if (closed) {
+            resume(Effect.fail(ownerGone()))
+            return
           }
+          const id = nextId++
+          pending.set(id, (reply) => {
+            pending.delete(id)
+            if (reply === undefined) resume(Effect.fail(ownerGone()))
+            else {
+              const result = answer(reply)
+              if (result !== undefined) resume(result)
+            }
+          })
+          post(make(id, deadlineOf(fiber)))
+          return Effect.sync(() => pending.delete(id))
         })
-        post(make(id))
-        return Effect.sync(() => pending.delete(id))
-      })
+      )
 
     const answerOf = <A>(reply: Reply): Effect.Effect<A, DiscoveryError> | undefined => {
       if ("ok" in reply) return Effect.succeed(reply.ok as A)
@@ -122,49 +131,51 @@ export const connect = (
     const call =
       <A>(op: UnaryOperation, wire: (request: never) => unknown = (request) => request) =>
       (body: unknown): Effect.Effect<A, DiscoveryError> =>
-        request((id) => ({ id, op, request: wire(body as never) }), answerOf<A>)
+        request((id, deadline) => ({ id, op, request: wire(body as never), deadline }), answerOf<A>)
 
     const subscribe = (
       watchRequest: WatchRequest,
       sink: WatchSink
     ): Effect.Effect<WatchStart, DiscoveryError, Scope.Scope> =>
       Effect.acquireRelease(
-        Effect.callback<{ readonly id: number; readonly start: WatchStart }, DiscoveryError>((resume) => {
-          if (closed) {
-            resume(Effect.fail(ownerGone()))
-            return
-          }
-          const id = nextId++
-          const cancel = () => {
-            if (!pending.delete(id)) return
-            post({ id, op: "cancel" })
-          }
-          let started = false
-          pending.set(id, (reply) => {
-            if (reply === undefined) {
-              if (started) sink.end(ownerGone())
-              else resume(Effect.fail(ownerGone()))
-            } else if ("start" in reply) {
-              started = true
-              resume(Effect.succeed({ id, start: reply.start }))
-            } else if ("delta" in reply) {
-              if (!sink.offer(reply.delta)) {
-                cancel()
-                sink.end(new SubscriptionLost({ message: lostUpdateMessage }))
-              }
-            } else if ("end" in reply) {
-              pending.delete(id)
-              const error = fromWireError(reply.end) as SubscriptionLost | Unavailable
-              if (started) sink.end(error)
-              else resume(Effect.fail(error))
-            } else if ("error" in reply) {
-              pending.delete(id)
-              resume(Effect.fail(fromWireError(reply.error)))
+        Effect.withFiber((fiber) =>
+          Effect.callback<{ readonly id: number; readonly start: WatchStart }, DiscoveryError>((resume) => {
+            if (closed) {
+              resume(Effect.fail(ownerGone()))
+              return
             }
+            const id = nextId++
+            const cancel = () => {
+              if (!pending.delete(id)) return
+              post({ id, op: "cancel" })
+            }
+            let started = false
+            pending.set(id, (reply) => {
+              if (reply === undefined) {
+                if (started) sink.end(ownerGone())
+                else resume(Effect.fail(ownerGone()))
+              } else if ("start" in reply) {
+                started = true
+                resume(Effect.succeed({ id, start: reply.start }))
+              } else if ("delta" in reply) {
+                if (!sink.offer(reply.delta)) {
+                  cancel()
+                  sink.end(new SubscriptionLost({ message: lostUpdateMessage }))
+                }
+              } else if ("end" in reply) {
+                pending.delete(id)
+                const error = fromWireError(reply.end) as SubscriptionLost | Unavailable
+                if (started) sink.end(error)
+                else resume(Effect.fail(error))
+              } else if ("error" in reply) {
+                pending.delete(id)
+                resume(Effect.fail(fromWireError(reply.error)))
+              }
+            })
+            post({ id, op: "watch", request: watchRequest, deadline: deadlineOf(fiber) })
+            return Effect.sync(cancel)
           })
-          post({ id, op: "watch", request: watchRequest })
-          return Effect.sync(cancel)
-        }),
+        ),
         ({ id }) =>
           Effect.sync(() => {
             if (pending.delete(id)) post({ id, op: "cancel" })

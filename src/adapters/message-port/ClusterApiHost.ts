@@ -22,6 +22,7 @@ import {
   type Reply,
   type Request,
   type TokenReservations,
+  expiredCall,
   toWireCause,
   toWireError
 } from "./protocol.ts"
@@ -229,6 +230,10 @@ export const serve = (
     const limiter = options.limiter
 
     const onRequest = (message: Request) => {
+      if ("deadline" in message && message.deadline !== undefined && Date.now() >= message.deadline) {
+        post({ id: message.id, error: expiredCall })
+        return
+      }
       switch (message.op) {
         case "cancel": {
           const fiber = watches.get(message.id)

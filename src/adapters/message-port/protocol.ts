@@ -33,15 +33,23 @@ export type UnaryOperation = "hello" | "affiliateUpdate" | "affiliateDelete" | "
  * the state's counts (`stats`, for a landing page), a watch's cancellation,
  * and the token reservations of a rate limiter whose buckets the owner
  * holds (`reserve` answers the wait in milliseconds, as
- * `RateLimiter.reserve`; `release` has no answer). Requests travel in
- * batches: each message on the port is an array of them.
+ * `RateLimiter.reserve`; `release` has no answer). A call or watch carries
+ * its caller's deadline (`CallDeadline`, milliseconds since the epoch) when
+ * it has one: the owner answers one that arrives after it with
+ * DEADLINE_EXCEEDED and does not apply it. Requests travel in batches: each
+ * message on the port is an array of them.
  *
  * @category models
  * @since 0.1.0
  */
 export type Request =
-  | { readonly id: number; readonly op: UnaryOperation; readonly request: unknown }
-  | { readonly id: number; readonly op: "watch"; readonly request: unknown }
+  | {
+      readonly id: number
+      readonly op: UnaryOperation
+      readonly request: unknown
+      readonly deadline?: number | undefined
+    }
+  | { readonly id: number; readonly op: "watch"; readonly request: unknown; readonly deadline?: number | undefined }
   | { readonly id: number; readonly op: "cancel" }
   | { readonly id: number; readonly op: "reserve"; readonly key: string; readonly timeoutMillis: number }
   | { readonly id: number; readonly op: "release"; readonly key: string }
@@ -149,6 +157,19 @@ export const toWireCause = (cause: Cause.Cause<DiscoveryError>): WireError => {
 
 /** gRPC's INTERNAL, the code a defect is answered with. */
 const internalCode = 13
+
+/**
+ * The answer to a call whose caller's deadline passed before the owner took
+ * it: gRPC's DEADLINE_EXCEEDED (the caller has gone; nobody reads it).
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const expiredCall: WireError = {
+  _tag: "RemoteFailure",
+  code: 4,
+  message: "deadline exceeded before the call was taken"
+}
 
 /**
  * The tagged error back from the port.

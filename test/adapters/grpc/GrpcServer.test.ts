@@ -16,6 +16,7 @@ import {
 } from "../../../src/gen/discovery/server/cluster_pb.ts"
 import { ClusterState } from "../../../src/core/server/ClusterState.ts"
 import type { WatchEvent } from "../../../src/ports/ClusterApi.ts"
+import { CallDeadline } from "../../../src/ports/CallDeadline.ts"
 import { ClusterApi } from "../../../src/ports/ClusterApi.ts"
 import {
   blob,
@@ -94,6 +95,33 @@ for (const transport of transports) {
   describe(`GrpcServer over ${transport}`, () => {
     const serverLayer = (...[core, server]: Parameters<typeof baseServerLayer>) =>
       baseServerLayer(core, { transport, ...server })
+
+    it.live("tells the ClusterApi the deadline of each call that has one", () => {
+      const seen: Array<number> = []
+      const recording = Layer.succeed(
+        ClusterApi,
+        ClusterApi.of({
+          hello: () =>
+            Effect.map(Effect.service(CallDeadline), (deadline) => {
+              seen.push(deadline)
+              return {}
+            }),
+          affiliateUpdate: () => Effect.void,
+          affiliateDelete: () => Effect.void,
+          list: () => Effect.succeed([]),
+          watch: () => Stream.never
+        })
+      )
+      return Effect.gen(function* () {
+        const target = yield* endpoint
+        const sent = Date.now()
+        yield* rawUnary(target, `${service}/Hello`, helloBytes, new grpc.Metadata(), 5000)
+        yield* rawUnary(target, `${service}/Hello`, helloBytes, new grpc.Metadata(), Number.POSITIVE_INFINITY)
+        assert.strictEqual(seen.length, 2)
+        assert.approximately(seen[0]!, sent + 5000, 1000)
+        assert.strictEqual(seen[1], Number.POSITIVE_INFINITY)
+      }).pipe(Effect.provide(GrpcServer.layer({ address: "127.0.0.1:0", transport }).pipe(Layer.provide(recording))))
+    })
 
     it.effect("rejects IDs that are not valid UTF-8 with INVALID_ARGUMENT before the core sees them (Q20)", () =>
       Effect.gen(function* () {

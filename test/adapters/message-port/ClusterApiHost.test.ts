@@ -6,9 +6,10 @@
  * on the owner too.
  */
 import { MessageChannel } from "node:worker_threads"
-import { Effect, Exit, Stream } from "effect"
+import { Duration, Effect, Exit, Stream } from "effect"
 import { assert, describe, it } from "@effect/vitest"
 import { ClusterApiClient, ClusterApiHost } from "../../../src/adapters/message-port/index.ts"
+import { CallDeadline } from "../../../src/ports/CallDeadline.ts"
 import { SubscriptionLost } from "../../../src/ports/DiscoveryError.ts"
 import type { ClusterApi, WatchDelta, WatchSink, WatchStart } from "../../../src/ports/ClusterApi.ts"
 import { deltaCodec } from "../../../src/cli/ioThreadControl.ts"
@@ -133,6 +134,34 @@ describe("ClusterApiHost", () => {
       core.sinks[0]!.end(new SubscriptionLost({ message: "lost" }))
       yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20)))
       assert.deepStrictEqual(watcher.events, ["end SubscriptionLost"])
+      assert.strictEqual(host.watches(), 0)
+    }).pipe(Effect.scoped)
+  )
+
+  it.live("does not apply a call or a watch whose caller's deadline passed before the owner took it", () =>
+    Effect.gen(function* () {
+      const applied: Array<string> = []
+      const core = scriptedCore(() => Effect.succeed(snapshot(0)))
+      const api = {
+        ...core.api,
+        affiliateUpdate: (request: { readonly affiliateId: string }) =>
+          Effect.sync(() => void applied.push(request.affiliateId))
+      } as unknown as ClusterApi["Service"]
+      const { host, client } = yield* connect(api)
+      const update = (affiliateId: string) =>
+        client.affiliateUpdate({ clusterId: "c", affiliateId, endpoints: [], ttl: Duration.minutes(1) })
+      const gone = yield* Effect.exit(update("late").pipe(Effect.provideService(CallDeadline, Date.now() - 1)))
+      yield* update("in-time").pipe(Effect.provideService(CallDeadline, Date.now() + 60_000))
+      yield* update("no-deadline")
+      assert.deepStrictEqual(applied, ["in-time", "no-deadline"])
+      assert.isTrue(Exit.isFailure(gone))
+      assert.include(String(Exit.isFailure(gone) && gone.cause), "deadline exceeded")
+      const watcher = recorder()
+      const watch = yield* Effect.exit(
+        client.subscribe!({ clusterId: "c" }, watcher.sink).pipe(Effect.provideService(CallDeadline, Date.now() - 1))
+      )
+      assert.isTrue(Exit.isFailure(watch))
+      assert.strictEqual(core.sinks.length, 0)
       assert.strictEqual(host.watches(), 0)
     }).pipe(Effect.scoped)
   )
