@@ -38,10 +38,35 @@ export class Connection {
   lastPingAt = Number.NEGATIVE_INFINITY
   /** Ends the connection if the handshake does not finish in time; cleared once it does. */
   handshakeTimer: NodeJS.Timeout | undefined
+  /** What waits to be served until the shared counts admit the connection; `undefined` once they have (or when there are none). */
+  #waitingForAdmission: Array<() => void> | undefined
 
   constructor(address: string, now: number) {
     this.address = address
     this.lastActiveAt = now
+  }
+
+  /** Whether the shared counts have yet to answer for this connection. */
+  get awaitingAdmission(): boolean {
+    return this.#waitingForAdmission !== undefined
+  }
+
+  /** Holds what `whenAdmitted` is given until `admitted` (the shared counts are asked). */
+  awaitAdmission(): void {
+    this.#waitingForAdmission ??= []
+  }
+
+  /** Runs `serve` once the connection is admitted: at once when it is. */
+  whenAdmitted(serve: () => void): void {
+    if (this.#waitingForAdmission === undefined) serve()
+    else this.#waitingForAdmission.push(serve)
+  }
+
+  /** The shared counts admitted the connection: what waited is served. */
+  admitted(): void {
+    const waiting = this.#waitingForAdmission
+    this.#waitingForAdmission = undefined
+    for (const serve of waiting ?? []) serve()
   }
 
   /** The handshake finished (or the connection ended): its timer is no longer needed. */

@@ -111,6 +111,8 @@ const goawayData = Buffer.from(tooManyPings)
 
 /**
  * Applies `ConnectionLimits` to the connections and sessions of one server.
+ * A connection the shared counts have not answered for yet is held: the
+ * server serves it (`Connection.whenAdmitted`) only once they admit it.
  *
  * @category models
  * @since 0.1.0
@@ -166,7 +168,7 @@ export class ConnectionGuard {
     const connection = new Connection(address, performance.now())
     tag(socket, connection)
     this.#handshaking.set(connection, socket)
-    const admitted = this.limits.admission === undefined ? undefined : this.#askAdmission(address, socket)
+    const admitted = this.limits.admission === undefined ? undefined : this.#askAdmission(address, socket, connection)
     socket.once("close", () => {
       connection.handshaken()
       this.#handshaking.delete(connection)
@@ -190,9 +192,11 @@ export class ConnectionGuard {
    * refuse is closed; one they admit is given back when it closes (also when
    * it closed before the answer came).
    */
-  #askAdmission(address: string, socket: net.Socket): { closed(): void } {
+  #askAdmission(address: string, socket: net.Socket, connection: Connection): { closed(): void } {
     const admission = this.limits.admission!
     let state: "asking" | "held" | "refused" | "closedWhileAsking" = "asking"
+    // nothing of it is served before the answer: caps stay exact however late it comes
+    connection.awaitAdmission()
     admission.acquire(address, (admitted) => {
       if (state === "closedWhileAsking") {
         if (admitted) admission.release(address)
@@ -202,7 +206,7 @@ export class ConnectionGuard {
       if (!admitted) {
         this.#refused++
         socket.destroy()
-      }
+      } else if (!socket.destroyed) connection.admitted()
     })
     return {
       closed: () => {

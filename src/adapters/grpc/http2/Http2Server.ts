@@ -30,7 +30,7 @@ import * as net from "node:net"
 import type * as tls from "node:tls"
 import type * as grpc from "@grpc/grpc-js"
 import type { KeyPair, KeyPairSource } from "../tls.ts"
-import { connectionOf } from "./Connection.ts"
+import { acceptedSocketOf, connectionOf } from "./Connection.ts"
 import type { ConnectionLimits, GuardCounts } from "./ConnectionGuard.ts"
 import { ConnectionGuard, defaultConnectionLimits } from "./ConnectionGuard.ts"
 import { parseTimeout } from "./grpcTimeout.ts"
@@ -397,9 +397,11 @@ export class Http2Server {
       listener = net.createServer({ keepAlive: true, keepAliveInitialDelay: keepAliveDelayMillis })
       const toHttp2 = (socket: net.Socket) => plain.emit("connection", socket)
       listener.on("connection", (socket: net.Socket) => {
-        if (this.guard.admit(socket) === undefined) return
-        if (fallback === undefined) toHttp2(socket)
-        else sniff(socket, toHttp2, this.toHttp1)
+        this.guard.admit(socket)?.whenAdmitted(() => {
+          if (socket.destroyed) return
+          if (fallback === undefined) toHttp2(socket)
+          else sniff(socket, toHttp2, this.toHttp1)
+        })
       })
       server = plain
     } else {
@@ -412,7 +414,11 @@ export class Http2Server {
       })
       secure.on("connection", (socket: net.Socket) => this.guard.admit(socket))
       secure.on("secureConnection", (socket: tls.TLSSocket) => socket.on("error", ignore))
-      secure.on("unknownProtocol", this.toHttp1)
+      secure.on("unknownProtocol", (socket: tls.TLSSocket) => {
+        const connection = connectionOf(acceptedSocketOf(socket))
+        if (connection === undefined) this.toHttp1(socket)
+        else connection.whenAdmitted(() => socket.destroyed || this.toHttp1(socket))
+      })
       this.unsubscribe = keyPair.subscribe((pair) => secure.setSecureContext(secureContextOf(pair)))
       server = secure
       listener = secure
@@ -438,6 +444,11 @@ export class Http2Server {
     rawHeaders: Array<string>
   ): void => {
     const connection = connectionOf(stream.session)
+    if (connection?.awaitingAdmission) {
+      // a TLS connection's handshake ran before the answer; its calls wait for it
+      connection.whenAdmitted(() => this.onStream(stream, headers, _flags, rawHeaders))
+      return
+    }
     if (connection !== undefined) connection.lastActiveAt = performance.now()
     const contentType = headers["content-type"]
     const verb = headers[":method"]

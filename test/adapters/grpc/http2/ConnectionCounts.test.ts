@@ -12,7 +12,8 @@ import type { ConnectionAdmission } from "../../../../src/adapters/grpc/http2/Co
 import { ConnectionCounts } from "../../../../src/adapters/grpc/http2/ConnectionCounts.ts"
 import { ConnectionGuard, defaultConnectionLimits } from "../../../../src/adapters/grpc/http2/ConnectionGuard.ts"
 import { Http2Server } from "../../../../src/adapters/grpc/http2/Http2Server.ts"
-import { until, within } from "./echoServer.ts"
+import * as grpc from "@grpc/grpc-js"
+import { service, until, within, withServer } from "./echoServer.ts"
 import { session } from "./fixtures/sessions.ts"
 
 /** An accepted socket as the guard sees it: a remote address, "close" once destroyed. */
@@ -134,5 +135,50 @@ describe("ConnectionCounts", () => {
     } finally {
       for (const server of servers) server.forceShutdown()
     }
+  })
+
+  it("serves no call on a connection before the shared counts admit it, and none on one they refuse", async () => {
+    const counts = new ConnectionCounts(3, 100)
+    const answers: Array<() => void> = []
+    const later: ConnectionAdmission = {
+      acquire: (address, answer) => answers.push(() => answer(counts.tryAcquire(0, address))),
+      release: (address) => counts.release(0, address)
+    }
+    await withServer(
+      async ({ port, calls }) => {
+        const clients = Array.from(
+          { length: 8 },
+          () =>
+            new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), {
+              "grpc.use_local_subchannel_pool": 1
+            })
+        )
+        const outcomes = clients.map(
+          (client) =>
+            new Promise<string>((resolve) =>
+              client.makeUnaryRequest(
+                service.Unary.path,
+                (bytes: Buffer) => bytes,
+                (bytes: Buffer) => bytes,
+                Buffer.from("echo"),
+                { deadline: Date.now() + 3000 },
+                (error) => resolve(error === null ? "served" : "not served")
+              )
+            )
+        )
+        try {
+          await until(() => answers.length === 8, "every connection to be asked about")
+          await new Promise((resolve) => setTimeout(resolve, 200))
+          assert.strictEqual(calls.length, 0, "a call served before its connection was admitted")
+          for (const answer of answers.splice(0)) answer()
+          const served = await Promise.all(outcomes)
+          assert.strictEqual(served.filter((outcome) => outcome === "served").length, 3)
+          assert.isAtMost(calls.length, 3)
+        } finally {
+          for (const client of clients) client.close()
+        }
+      },
+      { connections: { admission: later } }
+    )
   })
 })
