@@ -24,16 +24,19 @@ import { getHeapStatistics } from "node:v8"
 export const defaultRequestBudgetBytes = (): number =>
   Math.min(256 * 1024 * 1024, Math.floor(getHeapStatistics().heap_size_limit / 8))
 
-/** Where the shared budget keeps its capacity and total, then each holder's bytes. */
+/** Where the shared budget keeps its capacity, then each holder's bytes. */
 const capacityAt = 0
-const totalAt = 1
-const firstHolderAt = 2
+const firstHolderAt = 1
 
 /**
  * One budget for several servers on one port in different threads (the I/O
- * threads), in shared memory: the capacity, the bytes reserved by all of
- * them (reserved with compare-and-swap, no lock), and each server's share,
- * so the bytes of a server whose thread died can be given back.
+ * threads), in shared memory: the capacity and each server's bytes. A
+ * server changes only its own cell, in one atomic step, and the bytes
+ * reserved are the sum of the cells: a reservation adds its bytes to its
+ * cell, then takes them back if the sum passed the capacity (two servers
+ * racing may both be refused, never both let past). So a thread terminated
+ * at any point leaves nothing behind but its own cell, which `reclaim`
+ * empties: the budget stays exact however its threads end.
  *
  * @category models
  * @since 0.1.0
@@ -66,35 +69,34 @@ export class SharedRequestBudget {
 
   /** Bytes reserved now, all servers together. */
   get reserved(): number {
-    return Number(Atomics.load(this.#cells, totalAt))
+    return Number(this.#sum())
   }
 
   /** Reserves `bytes` for server `holder` when they fit. */
   tryReserve(holder: number, bytes: number): boolean {
     const cells = this.#cells
     const wanted = BigInt(bytes)
-    const capacity = Atomics.load(cells, capacityAt)
-    for (;;) {
-      const current = Atomics.load(cells, totalAt)
-      if (current + wanted > capacity) return false
-      if (Atomics.compareExchange(cells, totalAt, current, current + wanted) === current) break
-    }
     Atomics.add(cells, firstHolderAt + holder, wanted)
-    return true
+    if (this.#sum() <= Atomics.load(cells, capacityAt)) return true
+    Atomics.sub(cells, firstHolderAt + holder, wanted)
+    return false
   }
 
   /** Gives back `bytes` server `holder` reserved. */
   release(holder: number, bytes: number): void {
-    const given = BigInt(bytes)
-    Atomics.sub(this.#cells, firstHolderAt + holder, given)
-    Atomics.sub(this.#cells, totalAt, given)
+    Atomics.sub(this.#cells, firstHolderAt + holder, BigInt(bytes))
   }
 
   /** Gives back everything server `holder` reserved (its thread is gone); returns how many bytes. */
   reclaim(holder: number): number {
-    const held = Atomics.exchange(this.#cells, firstHolderAt + holder, 0n)
-    Atomics.sub(this.#cells, totalAt, held)
-    return Number(held)
+    return Number(Atomics.exchange(this.#cells, firstHolderAt + holder, 0n))
+  }
+
+  #sum(): bigint {
+    const cells = this.#cells
+    let sum = 0n
+    for (let at = firstHolderAt; at < cells.length; at++) sum += Atomics.load(cells, at)
+    return sum
   }
 }
 

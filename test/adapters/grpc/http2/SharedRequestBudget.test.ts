@@ -1,8 +1,10 @@
 /**
  * One request budget for the servers of several threads: what one server
  * reserves leaves less for the others, each gives back its own, and the
- * bytes of a server whose thread died are given back at once.
+ * bytes of a server whose thread died are given back at once, whatever it
+ * was doing when it was terminated.
  */
+import { Worker } from "node:worker_threads"
 import { assert, describe, it } from "@effect/vitest"
 import { RequestBudget, SharedRequestBudget } from "../../../../src/adapters/grpc/http2/RequestBudget.ts"
 
@@ -32,5 +34,19 @@ describe("SharedRequestBudget", () => {
     assert.isTrue(server.tryReserve(3 * 1024 ** 3))
     assert.isTrue(server.tryReserve(2 * 1024 ** 3))
     assert.isFalse(server.tryReserve(1))
+  })
+
+  it("stays exact when the thread of a server is terminated in the middle of reserving or giving back", async () => {
+    const shared = SharedRequestBudget.make(1000, 2)
+    const main = new RequestBudget(1, { budget: shared, holder: 0 })
+    for (let round = 0; round < 30; round++) {
+      const worker = new Worker(new URL("./fixtures/budgetHammer.ts", import.meta.url), { workerData: shared.buffer })
+      await new Promise((resolve) => worker.once("online", resolve))
+      await new Promise((resolve) => setTimeout(resolve, 1 + (round % 7)))
+      await worker.terminate()
+      shared.reclaim(1)
+      assert.strictEqual(shared.reserved, 0, `round ${round}`)
+    }
+    assert.isTrue(main.tryReserve(1000))
   })
 })
