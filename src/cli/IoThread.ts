@@ -2,7 +2,8 @@
  * The I/O thread's side: what a worker started by `IoThreads` runs. It
  * reaches the owner's state through `ClusterApi` over its port, takes rate
  * limiter tokens from the owner, has each connection counted by the owner,
- * answers the owner's requests for its metrics, and stops (draining its
+ * answers the owner's requests for its metrics and reports them each second
+ * unasked (and once more when it has stopped), and stops (draining its
  * calls) when told to.
  *
  * @since 0.1.0
@@ -18,6 +19,9 @@ import * as ClusterApiClient from "../adapters/message-port/ClusterApiClient.ts"
 import type { OwnerMessage, ThreadData, ThreadMessage } from "./ioThreadControl.ts"
 import { deltaCodec, threadKind } from "./ioThreadControl.ts"
 import { acknowledger } from "./ThreadProgress.ts"
+
+/** How often a thread reports its metrics to the owner unasked. */
+const metricsReportMillis = 1000
 
 /**
  * Whether this thread was started by `IoThreads`.
@@ -61,8 +65,9 @@ export const run = <E extends { readonly message: string }>(
   listen: (
     context: ThreadContext
   ) => Effect.Effect<{ readonly address: string; readonly port: number }, E, ClusterApi | Scope.Scope>
-): Effect.Effect<void> =>
-  Effect.scoped(
+): Effect.Effect<void> => {
+  let finalReport: (() => void) | undefined
+  return Effect.scoped(
     Effect.gen(function* () {
       const data = workerData as ThreadData
       const control = data.control
@@ -107,6 +112,21 @@ export const run = <E extends { readonly message: string }>(
         return
       }
       post({ type: "listening", address: listened.success.address, port: listened.success.port })
+      // the owner keeps what a thread reported when it is gone: a report each second bounds what a crash loses
+      const report = () => post({ type: "metrics", id: 0, series: snapshotWire(context) })
+      const reporting = setInterval(report, metricsReportMillis)
+      reporting.unref()
+      yield* Effect.addFinalizer(() => Effect.sync(() => clearInterval(reporting)))
+      finalReport = report
       yield* Fiber.join(stopped)
     })
-  ).pipe(Effect.ensuring(Effect.sync(() => (workerData as ThreadData).control.close())))
+  ).pipe(
+    // once the server has drained: its last counts, then the end of the channel
+    Effect.ensuring(
+      Effect.sync(() => {
+        finalReport?.()
+        ;(workerData as ThreadData).control.close()
+      })
+    )
+  )
+}

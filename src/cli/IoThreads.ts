@@ -314,7 +314,9 @@ export const make = (
               }
               started.control.postMessage(admitted)
             } else if (message.type === "disconnect") counts.release(started.source, message.address)
-            else started.metricsWaiting.get(message.id)?.(message)
+            else if (message.id === 0) {
+              if (message.type === "metrics") metrics.update(started.source, message.series)
+            } else started.metricsWaiting.get(message.id)?.(message)
           }
           started.control.on("message", onMessage)
           worker.on("error", (error) => resume(Effect.fail(new IoThreadError({ message: error.message }))))

@@ -50,6 +50,7 @@ export const threadKind = "talos-discovery/io-thread"
 export type ThreadMessage =
   | { readonly type: "listening"; readonly address: string; readonly port: number }
   | { readonly type: "failed"; readonly message: string }
+  /** Its metrics: the answer to the owner's request `id`, or (`id` 0) its own report, each second and when it stops. */
   | { readonly type: "metrics"; readonly id: number; readonly series: ReadonlyArray<WireSeries> }
   | { readonly type: "admit"; readonly id: number; readonly address: string }
   | { readonly type: "disconnect"; readonly address: string }

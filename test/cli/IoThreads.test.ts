@@ -162,6 +162,28 @@ describe("I/O threads", { timeout: 60_000 }, () => {
     }).pipe(Effect.provide(TestDiscovery.layer()), Effect.scoped)
   )
 
+  it.live("keeps the counts of threads that died, up to their last report a second before", () =>
+    Effect.gen(function* () {
+      const threads = yield* twoThreads()
+      const clients = yield* Scope.make()
+      for (let i = 0; i < 12; i++) {
+        const api = yield* clientOf(threads.port).pipe(Scope.provide(clients))
+        yield* api.list({ clusterId: `counted-${i}` })
+      }
+      yield* Scope.close(clients, Exit.void)
+      yield* Effect.sleep("1500 millis")
+      // both die before anyone asked for their metrics
+      yield* threads.terminate(0)
+      yield* threads.terminate(1)
+      yield* until(() => threads.restarts() === 2 && threads.threads().length === 2, "both threads to start again")
+      yield* threads.refreshMetrics
+      assert.include(
+        PrometheusMetrics.formatUnsafe(yield* Effect.context<never>()),
+        'grpc_server_handled_total{grpc_code="OK",grpc_method="List",grpc_service="sidero.discovery.server.Cluster",grpc_type="unary"} 12'
+      )
+    }).pipe(Effect.provide(TestDiscovery.layer()), Effect.scoped)
+  )
+
   it.live("starts a thread that died again; its clients reconnect and nothing acknowledged is lost", () =>
     Effect.gen(function* () {
       const connections = new ConnectionCounts(1000, 1000)
@@ -335,7 +357,7 @@ describe("I/O threads", { timeout: 60_000 }, () => {
         )
         for (const listed of lists) assert.strictEqual(listed.length, 1)
         // what waited for the stalled thread never passed the bound by more than one batch of 1000 watches
-      assert.isAtMost(mostUnread, maxUnreadBytes + 64 * 1024)
+        assert.isAtMost(mostUnread, maxUnreadBytes + 64 * 1024)
         yield* Fiber.interruptAll(watchers)
         yield* Scope.close(clients, Exit.void)
       }).pipe(Effect.provide(TestDiscovery.layer()), Effect.scoped)

@@ -234,6 +234,7 @@ export class MergedMetrics {
   readonly #context: Context.Context<never>
   readonly #registry: Metric.MetricRegistry
   readonly #sources = new Map<number, Map<string, WireSeries>>()
+  readonly #retiredSources = new Set<number>()
   readonly #entries = new Map<string, Entry>()
   #closed = false
 
@@ -242,9 +243,9 @@ export class MergedMetrics {
     this.#registry = Context.get(context, Metric.MetricRegistry)
   }
 
-  /** Replaces the series of worker `source` with its latest values. */
+  /** Replaces the series of worker `source` with its latest values; a retired source's late values are ignored. */
   update(source: number, series: ReadonlyArray<WireSeries>): void {
-    if (this.#closed) return
+    if (this.#closed || this.#retiredSources.has(source)) return
     const previous = this.#sources.get(source)
     const next = new Map<string, WireSeries>()
     for (const one of series) {
@@ -261,6 +262,7 @@ export class MergedMetrics {
 
   /** Forgets worker `source`: its counts stay in the totals, its gauges go. */
   retire(source: number): void {
+    this.#retiredSources.add(source)
     const series = this.#sources.get(source)
     if (series === undefined) return
     this.#sources.delete(source)
