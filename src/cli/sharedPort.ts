@@ -17,6 +17,8 @@ import * as RateLimit from "../adapters/grpc/rateLimit.ts"
 import { snapshotWire } from "../adapters/http/MergedMetrics.ts"
 import * as Readiness from "../adapters/http/Readiness.ts"
 import { ClusterState } from "../core/server/ClusterState.ts"
+import * as DiscoveryServer from "../core/server/DiscoveryServer.ts"
+import { RedirectPolicy } from "../core/server/RedirectPolicy.ts"
 import { ClusterApi } from "../ports/ClusterApi.ts"
 import { grpcStopTimeout, serverOn } from "./grpcListener.ts"
 import { lazySite } from "./grpcPortSite.ts"
@@ -114,7 +116,15 @@ export const serve = (config: ServiceConfig, addresses: ReadonlyArray<string>) =
 export const serveThread = (config: ServiceConfig): Effect.Effect<void> =>
   IoThread.run((thread) =>
     Effect.gen(function* () {
-      const state = remoteState(thread, yield* ClusterApi)
+      const remote = yield* ClusterApi
+      const state = remoteState(thread, remote)
+      // Hello needs no state: answered here, it does not cross to the main thread
+      const api = ClusterApi.of({
+        ...remote,
+        hello: DiscoveryServer.hello(RedirectPolicy.staticTo(config.redirectEndpoint), {
+          reportClientIp: !config.disableClientIpReporting
+        })
+      })
       const fallback = yield* lazySite(config).pipe(
         Effect.provideService(ClusterState, state),
         Effect.provide(Readiness.Readiness.layer)
@@ -126,6 +136,6 @@ export const serveThread = (config: ServiceConfig): Effect.Effect<void> =>
         rateLimiter: { take: RateLimit.fromReservations(thread.limiter.reserve, thread.limiter.release).take },
         admission: thread.admission,
         requestBudget: thread.requestBudget
-      })
+      }).pipe(Effect.provideService(ClusterApi, api))
     }).pipe(Effect.annotateLogs({ thread: thread.index + 1 }))
   )

@@ -57,7 +57,8 @@ const stop = async (started: Started): Promise<number | null> => {
   return code
 }
 
-const loadClient = (port: number) => {
+/** A client of the service's proto; `ownConnection` gives it a connection no other client shares. */
+const loadClient = (port: number, ownConnection = false) => {
   const definition = protoLoader.loadSync("discovery/server/cluster.proto", {
     includeDirs: [resolve(root, "proto")],
     keepCase: true,
@@ -67,7 +68,9 @@ const loadClient = (port: number) => {
   const loaded = grpc.loadPackageDefinition(definition) as unknown as {
     sidero: { discovery: { server: { Cluster: grpc.ServiceClientConstructor } } }
   }
-  return new loaded.sidero.discovery.server.Cluster(`127.0.0.1:${port}`, grpc.credentials.createInsecure())
+  return new loaded.sidero.discovery.server.Cluster(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), {
+    ...(ownConnection ? { "grpc.use_local_subchannel_pool": 1 } : {})
+  })
 }
 
 interface HealthClient extends grpc.Client {
@@ -149,6 +152,21 @@ for (const threads of threadChoices)
     afterAll(() => {
       client?.close()
       server?.child.kill("SIGKILL")
+    })
+
+    it("answers Hello, and refuses an invalid one, on whichever thread a connection lands", async () => {
+      const clients = Array.from({ length: 8 }, () => loadClient(server.port, true))
+      try {
+        for (const each of clients) {
+          const hello = await call(each, "Hello", { cluster_id: "e2e", client_version: "v1.8.3" })
+          assert.deepStrictEqual([...hello.client_ip], [127, 0, 0, 1])
+          assert.strictEqual(hello.redirect.endpoint, "other.example:443")
+          const refused = await failure(call(each, "Hello", { cluster_id: "", client_version: "v1.8.3" }))
+          assert.strictEqual(refused.code, grpc.status.INVALID_ARGUMENT)
+        }
+      } finally {
+        for (const each of clients) each.close()
+      }
     })
 
     it("serves all five RPCs to a client that has only the proto files", async () => {

@@ -33,6 +33,27 @@ export interface ServerOptions {
 }
 
 /**
+ * Hello, which needs no state: the cluster ID checked, the redirect
+ * policy's answer and (when reported) the caller's address. A thread that
+ * serves calls for the state held elsewhere answers it itself.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const hello =
+  (
+    redirect: RedirectPolicy["Service"],
+    options: { readonly reportClientIp: boolean }
+  ): ClusterApi["Service"]["hello"] =>
+  (request) =>
+    Effect.flatMap(validateClusterId(request.clusterId), () =>
+      Effect.map(redirect.redirectFor(request), (endpoint) => ({
+        redirect: endpoint,
+        clientIp: options.reportClientIp ? request.clientAddress : undefined
+      }))
+    )
+
+/**
  * Implements `ClusterApi` over `ClusterState` and `RedirectPolicy`.
  *
  * @category constructors
@@ -43,13 +64,7 @@ export const make = (options: { readonly reportClientIp: boolean }) =>
     const state = yield* ClusterState
     const redirect = yield* RedirectPolicy
     return ClusterApi.of({
-      hello: (request) =>
-        Effect.flatMap(validateClusterId(request.clusterId), () =>
-          Effect.map(redirect.redirectFor(request), (endpoint) => ({
-            redirect: endpoint,
-            clientIp: options.reportClientIp ? request.clientAddress : undefined
-          }))
-        ),
+      hello: hello(redirect, options),
       affiliateUpdate: state.update,
       affiliateDelete: state.delete,
       list: state.list,

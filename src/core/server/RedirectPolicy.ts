@@ -23,15 +23,14 @@ export class RedirectPolicy extends Context.Service<
     readonly redirectFor: (request: HelloRequest) => Effect.Effect<string | undefined>
   }
 >()("talos-discovery/RedirectPolicy") {
+  /** The policy that sends every client to `endpoint`; an empty endpoint means no redirect. */
+  static readonly staticTo = (endpoint: string): RedirectPolicy["Service"] =>
+    RedirectPolicy.of({ redirectFor: endpoint === "" ? () => stay : () => Effect.succeed(endpoint) })
+
   /** Never redirects. */
-  static readonly layerNone: Layer.Layer<RedirectPolicy> = Layer.succeed(
-    RedirectPolicy,
-    RedirectPolicy.of({ redirectFor: () => stay })
-  )
+  static readonly layerNone: Layer.Layer<RedirectPolicy> = Layer.succeed(RedirectPolicy, RedirectPolicy.staticTo(""))
 
   /** Sends every client to `endpoint`; an empty endpoint means no redirect. */
   static readonly layerStatic = (endpoint: string): Layer.Layer<RedirectPolicy> =>
-    endpoint === ""
-      ? RedirectPolicy.layerNone
-      : Layer.succeed(RedirectPolicy, RedirectPolicy.of({ redirectFor: () => Effect.succeed(endpoint) }))
+    Layer.succeed(RedirectPolicy, RedirectPolicy.staticTo(endpoint))
 }
