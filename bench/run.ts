@@ -800,7 +800,8 @@ const serverGroup = () => {
 
 /**
  * The rows of the I/O threads: every AffiliateUpdate, Hello and Watch load
- * for our server with `--io-threads 1` and with its default, beside the
+ * for our server with `--io-threads 1`, with its default (auto) and with
+ * the threads fixed at the cores available (at least 2), beside the
  * original in the same run, with server CPU per call (all threads of the
  * process).
  */
@@ -809,14 +810,21 @@ const threadsRows = async () => {
   try {
     const one = await start("ours", "threads-one", ["--io-threads=1"])
     const standard = await start("ours", "threads-default")
+    const fixed = await start("ours", "threads-fixed", [`--io-threads=${Math.max(2, defaultIoThreads())}`])
     const original = await start("original", "threads-original")
     const targets: ReadonlyArray<StateTarget> = [
       { name: "--io-threads 1", impl: "ours", address: one.address, pids: String(one.pid) },
       {
-        name: `default (${defaultIoThreads()} I/O threads)`,
+        name: `default (auto, 1 to ${defaultIoThreads()} I/O threads)`,
         impl: "ours",
         address: standard.address,
         pids: String(standard.pid)
+      },
+      {
+        name: `--io-threads ${Math.max(2, defaultIoThreads())}`,
+        impl: "ours",
+        address: fixed.address,
+        pids: String(fixed.pid)
       },
       { name: "original", impl: "original", address: original.address, pids: String(original.pid) }
     ]
@@ -1137,6 +1145,33 @@ const coreReference = async () => {
   )
 }
 
+/** The crossing between threads alone (`bench/crossing.ts`): a no-op call from a worker thread to the main thread. */
+const crossingReference = async () => {
+  log("reference: the crossing between threads alone")
+  const out = await run(
+    process.execPath,
+    ["bench/crossing.ts", "--duration", String(options.durationSeconds)],
+    options.durationSeconds * 8000 + 60_000
+  )
+  const result = JSON.parse(out.trim().split("\n").at(-1)!) as {
+    readonly crossing: ReadonlyArray<{
+      readonly inFlight: number
+      readonly perSecond: number
+      readonly cpuMicrosPerCall: number
+    }>
+  }
+  raw.crossing = result
+  for (const row of result.crossing) {
+    references.push({
+      name: `crossing alone: a no-op call from a worker thread to the main thread and back, ${row.inFlight} in flight (process CPU ${row.cpuMicrosPerCall} µs a call)`,
+      value: row.perSecond,
+      unit: "calls/s",
+      comparedWith: "–",
+      ours: undefined
+    })
+  }
+}
+
 interface HandlerRate {
   readonly nsPerCall: number
   readonly bestNsPerCall: number
@@ -1369,6 +1404,7 @@ const main = async () => {
     if (enabled("scale")) for (const impl of impls) await scaleRow(impl)
     if (enabled("redis")) await redisRows()
     if (enabled("threads")) await threadsRows()
+    if (enabled("threads")) await crossingReference()
     if (enabled("failover")) await failoverRow()
     if (enabled("reconnect")) await reconnectRows()
   } finally {

@@ -34,7 +34,7 @@ import { type Backlog, progressCell, ThreadProgress } from "./ThreadProgress.ts"
  * @since 0.1.0
  */
 export interface IoThreadsOptions {
-  /** How many threads (at least 1). */
+  /** How many threads to start with (0: none until `add`; then `addresses` must name the port). */
   readonly threads: number
   /** The module each thread runs; it calls `IoThread.run`. */
   readonly entry: string | URL
@@ -127,6 +127,10 @@ export class IoThreads extends Context.Service<
     readonly restarts: () => number
     /** Threads terminated because they stalled, so far. */
     readonly stalls: () => number
+    /** Starts one more thread. */
+    readonly add: Effect.Effect<void, IoThreadError>
+    /** Stops the thread started last, if any: it drains and is not started again. */
+    readonly remove: Effect.Effect<void>
     /** Reads every thread's metrics into this thread's registry; `/metrics` runs it before each scrape. */
     readonly refreshMetrics: Effect.Effect<void>
     /** Ends thread `index` at once, as a crash would (for fault tests). */
@@ -439,28 +443,56 @@ export const make = (
         }
       })
 
-    const supervisors: Array<Fiber.Fiber<never>> = []
+    const supervisors = new Map<number, Fiber.Fiber<never>>()
     // the threads' scopes (each holds its port to the state) close after the threads have stopped
     const threadScopes = yield* Scope.fork(outer)
     // registered before any thread starts, so threads already started are stopped when a later one fails to start
     yield* Effect.addFinalizer(() =>
       Effect.gen(function* () {
         stopping = true
-        yield* Fiber.interruptAll(supervisors)
+        yield* Fiber.interruptAll([...supervisors.values()])
         yield* Effect.forEach([...running.values()], stop, { concurrency: "unbounded", discard: true })
         running.clear()
       })
     )
-    const first = yield* start(0, options.addresses)
-    const where = withPort(first.listening.address, first.listening.port)
-    const others = yield* Effect.forEach(
-      Array.from({ length: Math.max(0, options.threads - 1) }, (_, i) => i + 1),
-      (index) => start(index, [where]),
-      { concurrency: "unbounded" }
-    )
-    for (const started of [first, ...others]) {
-      supervisors.push(yield* Effect.forkIn(supervise(started.thread, where), outer))
-    }
+    const supervised = (started: { readonly thread: Running }, address: string) =>
+      Effect.map(Effect.forkIn(supervise(started.thread, address), outer), (fiber) => {
+        supervisors.set(started.thread.index, fiber)
+      })
+    let where: string
+    if (options.threads > 0) {
+      const first = yield* start(0, options.addresses)
+      where = withPort(first.listening.address, first.listening.port)
+      const others = yield* Effect.forEach(
+        Array.from({ length: options.threads - 1 }, (_, i) => i + 1),
+        (index) => start(index, [where]),
+        { concurrency: "unbounded" }
+      )
+      for (const started of [first, ...others]) yield* supervised(started, where)
+    } else where = options.addresses[0] ?? ""
+
+    /** Starts one more thread where the others listen. */
+    const add = Effect.suspend(() => {
+      let index = 0
+      while (supervisors.has(index)) index++
+      return Effect.flatMap(start(index, [where]), (started) => supervised(started, where))
+    })
+
+    /** Stops the thread started last: it drains (its watches end, its clients reconnect) and is not started again. */
+    const remove = Effect.suspend(() => {
+      const index = Math.max(-1, ...supervisors.keys())
+      const supervisor = supervisors.get(index)
+      if (supervisor === undefined) return Effect.void
+      supervisors.delete(index)
+      return Effect.gen(function* () {
+        yield* Fiber.interrupt(supervisor)
+        const thread = running.get(index)
+        if (thread === undefined) return
+        yield* stop(thread)
+        running.delete(index)
+        metrics.retire(thread.source)
+      })
+    })
     const watching = setInterval(watchdog, watchdogIntervalMillis)
     watching.unref()
     yield* Scope.addFinalizer(
@@ -491,7 +523,7 @@ export const make = (
 
     return IoThreads.of({
       address: where,
-      port: first.listening.port,
+      port: parseAddress(where)?.port ?? 0,
       threads: () =>
         [...running.values()].map((thread) => ({
           index: thread.index,
@@ -501,6 +533,8 @@ export const make = (
         })),
       restarts: () => restarts,
       stalls: () => stalls,
+      add,
+      remove,
       refreshMetrics: Effect.suspend(() => {
         const own = options.ownSeries
         if (own !== undefined) metrics.update(ownSource, own())

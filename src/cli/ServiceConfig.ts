@@ -17,8 +17,10 @@ export interface ServiceConfig {
   readonly state: StateConfig
   /** gRPC listen address as `host:port`; an empty host listens on every interface. */
   readonly addr: string
-  /** Threads serving the gRPC port; 1 serves it on the thread that holds the state. */
+  /** Threads serving the gRPC port (with `ioThreadsAuto`, the most); 1 serves it on the thread that holds the state. */
   readonly ioThreads: number
+  /** Start with the main thread alone and add threads only while it is the bottleneck (`ThreadScaler`). */
+  readonly ioThreadsAuto: boolean
   readonly gcInterval: Duration.Duration
   readonly redirectEndpoint: string
   readonly trustXRealIp: boolean

@@ -84,7 +84,7 @@ const reusePortSupported = process.platform === "linux"
 export const maxDefaultIoThreads = 8
 
 /**
- * The default `--io-threads`: the cores available (at most
+ * The most threads `--io-threads auto` uses: the cores available (at most
  * `maxDefaultIoThreads`) where the port can be shared, else 1.
  *
  * @category models
@@ -121,9 +121,14 @@ export const flags = {
     ),
     Flag.withDefault(false)
   ),
-  ioThreads: positiveInt("io-threads", defaultIoThreads()).pipe(
+  ioThreads: Flag.String("io-threads").pipe(
     Flag.withDescription(
-      `threads that serve the gRPC port (SO_REUSEPORT, Linux), each taking its share of connections: the main thread, which also holds the state and applies every change in order, and worker threads that reach it. Most of a call's work is HTTP/2 and the socket, which the threads share out; a call served by a worker thread also crosses to the main thread and back, which pays off when the service is busy and cores are free. 1 serves everything on the main thread, the only choice off Linux; more threads than cores only adds switching (default: the cores available, at most ${maxDefaultIoThreads}; here ${defaultIoThreads()})`
+      `threads that serve the gRPC port (SO_REUSEPORT, Linux), each taking its share of connections: the main thread, which also holds the state and applies every change in order, and worker threads that reach it. Most of a call's work is HTTP/2 and the socket, which the threads share out; a call served by a worker thread also crosses to the main thread and back, which costs more CPU than it saves unless the main thread is the bottleneck and cores are free. auto serves the port on the main thread alone and adds worker threads (up to the cores available, at most ${maxDefaultIoThreads}; here ${defaultIoThreads()}) only while the main thread is busy nearly all the time and the host has a core to spare, then goes back to one once the process would fit in a third of a core; a number fixes the threads (1: the main thread alone, the only choice off Linux) (default auto)`
+    ),
+    Flag.withDefault("auto"),
+    Flag.filter(
+      (value) => value === "auto" || (/^[0-9]+$/.test(value) && Number(value) > 0),
+      (value) => `--io-threads must be auto or a positive number, got ${JSON.stringify(value)}`
     )
   ),
   addr: Flag.String("addr").pipe(
@@ -338,10 +343,10 @@ export const make = <E, R>(serve: (config: ServiceConfig) => Effect.Effect<void,
   Command.make("discovery-service", { ...flags, ...pendingFlags }, (parsed): Effect.Effect<void, E | Error, R> => {
     const problems = refusals(parsed)
     if (problems.length > 0) return Effect.fail(new Error(problems.join("\n")))
-    if (parsed.ioThreads > 1 && !reusePortSupported) {
-      return Effect.fail(
-        new Error(`--io-threads ${parsed.ioThreads}: several threads on one port need SO_REUSEPORT (Linux)`)
-      )
+    const ioThreadsAuto = parsed.ioThreads === "auto"
+    const ioThreads = ioThreadsAuto ? defaultIoThreads() : Number(parsed.ioThreads)
+    if (ioThreads > 1 && !reusePortSupported) {
+      return Effect.fail(new Error(`--io-threads ${ioThreads}: several threads on one port need SO_REUSEPORT (Linux)`))
     }
     if (parsed.reusePort && parsed.state === "memory") {
       return Effect.fail(new Error("--reuse-port: instances on one port need a shared --state (redis://…)"))
@@ -360,7 +365,8 @@ export const make = <E, R>(serve: (config: ServiceConfig) => Effect.Effect<void,
               keyPrefix: parsed.stateKeyPrefix
             },
       addr: parsed.addr,
-      ioThreads: parsed.ioThreads,
+      ioThreads,
+      ioThreadsAuto: ioThreadsAuto && ioThreads > 1,
       gcInterval: parsed.gcInterval,
       redirectEndpoint: parsed.redirectEndpoint,
       trustXRealIp: parsed.trustXRealIp,

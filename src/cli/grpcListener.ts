@@ -80,7 +80,7 @@ export const serverOn = (config: ServiceConfig, listening: Listening) =>
         fallback: listening.fallback,
         shutdownTimeout: grpcStopTimeout
       }).pipe(Scope.provide(attempt), Effect.exit)
-      if (Exit.isSuccess(exit)) return { address: addresses[i]!, port: exit.value.port }
+      if (Exit.isSuccess(exit)) return { address: addresses[i]!, port: exit.value.port, server: exit.value.server }
       yield* Scope.close(attempt, exit)
       if (i === addresses.length - 1) return yield* Effect.failCause(exit.cause)
     }

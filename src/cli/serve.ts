@@ -142,7 +142,7 @@ const serveWith = (config: ServiceConfig, http: typeof HttpListeners | undefined
       Effect.annotateLogs({
         addr: config.addr,
         port: server.port,
-        io_threads: config.ioThreads,
+        io_threads: config.ioThreadsAuto ? `auto (1 to ${config.ioThreads})` : config.ioThreads,
         landing_port: httpPorts.landing,
         metrics_port: httpPorts.metrics,
         landing_addr: config.landingAddr,

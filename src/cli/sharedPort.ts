@@ -10,7 +10,9 @@
  *
  * @since 0.1.0
  */
+import { cpus } from "node:os"
 import { Context, Duration, Effect, Exit, Metric, Scope, Stream } from "effect"
+import { Http2Server } from "../adapters/grpc/http2/Http2Server.ts"
 import { ConnectionCounts } from "../adapters/grpc/http2/ConnectionCounts.ts"
 import { defaultRequestBudgetBytes, SharedRequestBudget } from "../adapters/grpc/http2/RequestBudget.ts"
 import * as RateLimit from "../adapters/grpc/rateLimit.ts"
@@ -24,6 +26,7 @@ import { grpcStopTimeout, serverOn } from "./grpcListener.ts"
 import { lazySite } from "./grpcPortSite.ts"
 import * as IoThread from "./IoThread.ts"
 import * as IoThreads from "./IoThreads.ts"
+import { ThreadScaler } from "./ThreadScaler.ts"
 import { remoteState } from "./ioThreadState.ts"
 import type { ServiceConfig } from "./ServiceConfig.ts"
 
@@ -90,7 +93,7 @@ export const serve = (config: ServiceConfig, addresses: ReadonlyArray<string>) =
       Scope.provide(ownScope)
     )
     const threads = yield* IoThreads.make({
-      threads: config.ioThreads - 1,
+      threads: config.ioThreadsAuto ? 0 : config.ioThreads - 1,
       entry: process.argv[1]!,
       argv: process.argv.slice(2),
       addresses: [IoThreads.withPort(bound.address, bound.port)],
@@ -101,7 +104,96 @@ export const serve = (config: ServiceConfig, addresses: ReadonlyArray<string>) =
       ownSeries: () => snapshotWire(Context.make(Metric.MetricRegistry, ownRegistry)),
       stopTimeout: Duration.sum(grpcStopTimeout, Duration.millis(500))
     }).pipe(Scope.provide(threadsScope))
+    if (config.ioThreadsAuto) {
+      const server = bound.server
+      const shed = server instanceof Http2Server ? (share: number) => server.shed(share) : undefined
+      yield* scaleThreads(threads, config.ioThreads - 1, shed).pipe(Scope.provide(threadsScope))
+    }
     return { port: bound.port, beforeScrape: threads.refreshMetrics }
+  })
+
+/** The host's CPU times so far, summed over its cores (milliseconds): idle, and all. */
+const hostTimes = (): { readonly idle: number; readonly total: number } => {
+  let idle = 0
+  let total = 0
+  for (const cpu of cpus()) {
+    idle += cpu.times.idle
+    total += cpu.times.user + cpu.times.nice + cpu.times.sys + cpu.times.idle + cpu.times.irq
+  }
+  return { idle, total }
+}
+
+/**
+ * `--io-threads auto`: each second, one sample of the main thread's event
+ * loop, the process's CPU and the host's idle cores goes to a
+ * `ThreadScaler`, which adds a worker thread (and sends a share of this
+ * thread's idle connections away, so that some come back on it) or takes
+ * one away. On the real clock, as the load it measures.
+ */
+const scaleThreads = (
+  threads: IoThreads.IoThreads["Service"],
+  maxWorkers: number,
+  shed: ((share: number) => number) | undefined
+) =>
+  Effect.gen(function* () {
+    const runFork = Effect.runForkWith(Context.omit(Scope.Scope)(yield* Effect.context<never>()))
+    const scaler = new ThreadScaler({ maxWorkers })
+    const cores = cpus().length
+    let loop = performance.eventLoopUtilization()
+    let cpu = process.cpuUsage()
+    let host = hostTimes()
+    let at = performance.now()
+    let changing = false
+    const sample = () => {
+      const now = performance.now()
+      const seconds = (now - at) / 1000
+      const loopNow = performance.eventLoopUtilization()
+      const cpuNow = process.cpuUsage()
+      const hostNow = hostTimes()
+      const hostTotal = hostNow.total - host.total
+      const taken = {
+        mainUtilization: performance.eventLoopUtilization(loopNow, loop).utilization,
+        processCores: (cpuNow.user - cpu.user + cpuNow.system - cpu.system) / 1e6 / seconds,
+        idleCores: hostTotal > 0 ? ((hostNow.idle - host.idle) / hostTotal) * cores : 0
+      }
+      loop = loopNow
+      cpu = cpuNow
+      host = hostNow
+      at = now
+      const workers = threads.threads().length
+      const decision = scaler.decide(taken, workers)
+      if (decision === "hold" || changing) return
+      changing = true
+      const figures = {
+        workers,
+        main_utilization: Math.round(taken.mainUtilization * 100) / 100,
+        process_cores: Math.round(taken.processCores * 100) / 100,
+        idle_cores: Math.round(taken.idleCores * 100) / 100
+      }
+      const change =
+        decision === "add"
+          ? Effect.andThen(threads.add, () => {
+              const sent = shed?.(1 / (workers + 2)) ?? 0
+              return Effect.logInfo("I/O threads: one more, the main thread being the bottleneck").pipe(
+                Effect.annotateLogs({ ...figures, connections_sent_away: sent })
+              )
+            })
+          : Effect.andThen(
+              threads.remove,
+              Effect.logInfo("I/O threads: one less, the process being quiet").pipe(Effect.annotateLogs(figures))
+            )
+      runFork(
+        change.pipe(
+          Effect.catch((error) =>
+            Effect.logError("I/O threads: could not add one").pipe(Effect.annotateLogs({ cause: error.message }))
+          ),
+          Effect.ensuring(Effect.sync(() => (changing = false)))
+        )
+      )
+    }
+    const timer = setInterval(sample, 1000)
+    timer.unref()
+    yield* Effect.addFinalizer(() => Effect.sync(() => clearInterval(timer)))
   })
 
 /**

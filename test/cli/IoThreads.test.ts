@@ -374,4 +374,43 @@ describe("I/O threads", { timeout: 60_000 }, () => {
       yield* api.hello({ clusterId: "after-stall", clientVersion: "v1.8.0" })
     }).pipe(Effect.provide(TestDiscovery.layer()), Effect.scoped)
   )
+
+  it.live("starts with no thread and adds and removes them on demand; a removed one drains", () =>
+    Effect.gen(function* () {
+      const address = yield* IoThreads.firstFreeAddress(["127.0.0.1:0"]).pipe(Effect.orDie)
+      const threads = yield* twoThreads({ threads: 0, addresses: [address] })
+      assert.strictEqual(threads.threads().length, 0)
+      yield* threads.add.pipe(Effect.orDie)
+      yield* threads.add.pipe(Effect.orDie)
+      assert.deepStrictEqual(
+        threads
+          .threads()
+          .map((thread) => thread.index)
+          .sort(),
+        [0, 1]
+      )
+      const watchers: Array<Fiber.Fiber<void, unknown>> = []
+      for (let i = 0; i < 64 && (i < 4 || threads.threads().some((thread) => thread.watches === 0)); i++) {
+        const api = yield* clientOf(threads.port)
+        watchers.push(yield* Effect.forkScoped(Stream.runDrain(api.watch({ clusterId: "on-demand" }))))
+        yield* until(() => totalWatches(threads) === watchers.length, "the watch to open")
+      }
+      const onLast = threads.threads().find((thread) => thread.index === 1)!.watches
+      yield* threads.remove
+      assert.deepStrictEqual(
+        threads.threads().map((thread) => thread.index),
+        [0]
+      )
+      yield* until(
+        () => watchers.filter((fiber) => fiber.pollUnsafe() !== undefined).length === onLast,
+        "the removed thread's watches to end"
+      )
+      // it is not started again, and the one left serves
+      yield* Effect.sleep("300 millis")
+      assert.strictEqual(threads.restarts(), 0)
+      const api = yield* clientOf(threads.port)
+      yield* api.hello({ clusterId: "on-demand", clientVersion: "v1.8.0" })
+      yield* Fiber.interruptAll(watchers)
+    }).pipe(Effect.provide(TestDiscovery.layer()), Effect.scoped)
+  )
 })

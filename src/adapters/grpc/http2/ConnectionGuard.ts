@@ -267,6 +267,21 @@ export class ConnectionGuard {
     return connection
   }
 
+  /**
+   * Sends a graceful GOAWAY to `share` (0 to 1) of the sessions that hold
+   * no open call (no watch), so their clients reconnect, and the kernel may
+   * give the new connections to another server on the port; returns how
+   * many were sent away.
+   */
+  shed(share: number): number {
+    const idle = [...this.sessions].filter(
+      (session) => !session.closed && !session.destroyed && (connectionOf(session)?.openCalls ?? 0) === 0
+    )
+    const count = Math.floor(idle.length * Math.min(1, Math.max(0, share)))
+    for (const session of idle.slice(0, count)) session.close()
+    return count
+  }
+
   /** A ping arrived on `session`: ends the session when it is one strike too many. */
   pinged(session: http2.ServerHttp2Session): void {
     const connection = connectionOf(session)

@@ -257,6 +257,15 @@ export class Http2Server {
   }
 
   /** What the server refused or ended to stay within its limits, and what it holds now. */
+  /**
+   * Sends `share` (0 to 1) of the sessions with no open call away with a
+   * graceful GOAWAY, so that their clients reconnect, possibly to another
+   * server on the same port; returns how many.
+   */
+  shed(share: number): number {
+    return this.guard.shed(share)
+  }
+
   get stats(): Http2ServerStats {
     return {
       ...this.guard.counts,

@@ -433,6 +433,25 @@ describe("Http2Server", () => {
       await until(() => stopped, "the server stops")
     }))
 
+  it("sends a share of its sessions without an open call away (GOAWAY), and never one with a call open", () =>
+    withServer(async ({ server, port, calls }) => {
+      const sessions = await Promise.all(Array.from({ length: 5 }, () => connect(port)))
+      const sentAway = sessions.map(
+        (session) => new Promise<boolean>((resolve) => session.once("goaway", () => resolve(true)))
+      )
+      const open = send(sessions[0]!, { path: "/test.Echo/Stream", body: [message("hang")] })
+      await until(() => calls.length === 1, "the call is open")
+      await sleep(20)
+      assert.strictEqual(server.shed(0.5), 2, "half of the four idle ones")
+      assert.strictEqual(server.shed(1), 2, "the two idle ones left")
+      assert.strictEqual(server.shed(1), 0)
+      const away = await Promise.all(sentAway.map((goaway) => Promise.race([goaway, sleep(200).then(() => false)])))
+      assert.deepStrictEqual(away, [false, true, true, true, true])
+      calls[0]!.end()
+      await open.response
+      for (const session of sessions) session.close()
+    }))
+
   it("stops at once when forced, cancelling open calls", () =>
     withServer(async ({ server, port, calls }) => {
       const session = await connect(port)
