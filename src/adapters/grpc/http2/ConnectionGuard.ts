@@ -109,6 +109,8 @@ const watchPingsAgain = (session: http2.ServerHttp2Session): void => {
 
 const goawayData = Buffer.from(tooManyPings)
 
+const ignoreError = (): void => {}
+
 /**
  * Applies `ConnectionLimits` to the connections and sessions of one server.
  * A connection the shared counts have not answered for yet is held: the
@@ -168,6 +170,8 @@ export class ConnectionGuard {
     const connection = new Connection(address, performance.now())
     tag(socket, connection)
     this.#handshaking.set(connection, socket)
+    // errors of a socket nobody serves yet (waiting for its admission) would be uncaught; its close is handled below
+    socket.on("error", ignoreError)
     const admitted = this.limits.admission === undefined ? undefined : this.#askAdmission(address, socket, connection)
     socket.once("close", () => {
       connection.handshaken()

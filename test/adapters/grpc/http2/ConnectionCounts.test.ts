@@ -181,4 +181,31 @@ describe("ConnectionCounts", () => {
       { connections: { admission: later } }
     )
   })
+
+  it("survives a client that resets its connection while the answer is on its way", async () => {
+    const errors: Array<unknown> = []
+    const onUncaught = (error: unknown) => errors.push(error)
+    process.on("uncaughtException", onUncaught)
+    const answers: Array<(admitted: boolean) => void> = []
+    const later: ConnectionAdmission = { acquire: (_address, answer) => answers.push(answer), release: () => {} }
+    try {
+      await withServer(
+        async ({ port }) => {
+          const socket = net.connect({ port, host: "127.0.0.1" })
+          socket.on("error", () => {})
+          await new Promise((resolve) => socket.once("connect", resolve))
+          socket.write("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+          await until(() => answers.length === 1, "the connection to be asked about")
+          socket.resetAndDestroy()
+          await new Promise((resolve) => setTimeout(resolve, 100))
+          answers[0]!(true)
+          await new Promise((resolve) => setTimeout(resolve, 50))
+        },
+        { connections: { admission: later } }
+      )
+    } finally {
+      process.off("uncaughtException", onUncaught)
+    }
+    assert.deepStrictEqual(errors, [])
+  })
 })
