@@ -15,7 +15,7 @@
  * @since 0.1.0
  */
 import { createServer } from "node:net"
-import { MessageChannel, type MessagePort, Worker } from "node:worker_threads"
+import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from "node:worker_threads"
 import { Clock, Context, Deferred, Duration, Effect, Exit, Fiber, Schema, Scope } from "effect"
 import { ClusterApi } from "../ports/ClusterApi.ts"
 import { parseAddress } from "../adapters/grpc/http2/Http2Server.ts"
@@ -36,6 +36,8 @@ import { type Backlog, progressCell, ThreadProgress } from "./ThreadProgress.ts"
 export interface IoThreadsOptions {
   /** How many threads to start with (0: none until `add`; then `addresses` must name the port). */
   readonly threads: number
+  /** The most threads `add` brings it to (default `threads`). */
+  readonly maxThreads?: number | undefined
   /** The module each thread runs; it calls `IoThread.run`. */
   readonly entry: string | URL
   /** The command line arguments each thread sees as its `process.argv.slice(2)`. */
@@ -127,7 +129,9 @@ export class IoThreads extends Context.Service<
     readonly restarts: () => number
     /** Threads terminated because they stalled, so far. */
     readonly stalls: () => number
-    /** Starts one more thread. */
+    /** The threads kept running: those running, those waiting to be started again, and those being added. */
+    readonly workers: () => number
+    /** Starts one more thread, up to `maxThreads`. */
     readonly add: Effect.Effect<void, IoThreadError>
     /** Stops the thread started last, if any: it drains and is not started again. */
     readonly remove: Effect.Effect<void>
@@ -151,6 +155,8 @@ interface Running {
   readonly progress: ThreadProgress
   /** Why the owner ended it, when it did. */
   stalled: string | undefined
+  /** Handles what the thread posted and nobody read yet, then closes the control channel. */
+  closeControl: () => void
 }
 
 const metricsTimeoutMillis = 1000
@@ -303,7 +309,8 @@ export const make = (
           exited,
           metricsWaiting: new Map(),
           progress,
-          stalled: undefined
+          stalled: undefined,
+          closeControl: () => undefined
         }
         const started: Running = thread
         const listening = yield* Effect.callback<{ address: string; port: number }, IoThreadError>((resume) => {
@@ -323,6 +330,14 @@ export const make = (
             } else started.metricsWaiting.get(message.id)?.(message)
           }
           started.control.on("message", onMessage)
+          // what the thread posted before it ended (its last metrics, connections it gave back) is read before its end of the channel closes
+          started.closeControl = () => {
+            for (let left = receiveMessageOnPort(started.control); left !== undefined; ) {
+              onMessage(left.message as ThreadMessage)
+              left = receiveMessageOnPort(started.control)
+            }
+            started.control.close()
+          }
           worker.on("error", (error) => resume(Effect.fail(new IoThreadError({ message: error.message }))))
           worker.on("exit", (code) => {
             resume(Effect.fail(new IoThreadError({ message: `I/O thread ${index} exited with code ${code}` })))
@@ -333,7 +348,7 @@ export const make = (
             Effect.andThen(
               Effect.promise(() => worker.terminate()),
               Effect.andThen(
-                Effect.sync(() => started.control.close()),
+                Effect.sync(() => started.closeControl()),
                 Scope.close(scope, Exit.void)
               )
             )
@@ -386,7 +401,7 @@ export const make = (
         thread.control.postMessage(message)
         const ended = yield* Deferred.await(thread.exited).pipe(Effect.timeoutOption(stopTimeout))
         if (ended._tag === "None") yield* Effect.promise(() => thread.worker.terminate())
-        thread.control.close()
+        thread.closeControl()
         yield* Scope.close(thread.scope, Exit.void)
       })
 
@@ -406,7 +421,7 @@ export const make = (
           const code = yield* Deferred.await(thread.exited)
           if (stopping) return yield* Effect.never
           running.delete(thread.index)
-          thread.control.close()
+          thread.closeControl()
           yield* Scope.close(thread.scope, Exit.void)
           metrics.retire(thread.source)
           const lived = (yield* Clock.currentTimeMillis) - startedAt
@@ -455,6 +470,9 @@ export const make = (
         running.clear()
       })
     )
+    const maxThreads = options.maxThreads ?? options.threads
+    /** The indexes of the threads `add` is starting. */
+    const starting = new Set<number>()
     const supervised = (started: { readonly thread: Running }, address: string) =>
       Effect.map(Effect.forkIn(supervise(started.thread, address), outer), (fiber) => {
         supervisors.set(started.thread.index, fiber)
@@ -471,11 +489,20 @@ export const make = (
       for (const started of [first, ...others]) yield* supervised(started, where)
     } else where = options.addresses[0] ?? ""
 
-    /** Starts one more thread where the others listen. */
+    /** Starts one more thread where the others listen, up to the most; not once stopping. */
     const add = Effect.suspend(() => {
+      if (stopping) return Effect.fail(new IoThreadError({ message: "the threads are stopping" }))
+      if (supervisors.size + starting.size >= maxThreads) {
+        return Effect.fail(new IoThreadError({ message: `${maxThreads} threads already` }))
+      }
       let index = 0
-      while (supervisors.has(index)) index++
-      return Effect.flatMap(start(index, [where]), (started) => supervised(started, where))
+      while (supervisors.has(index) || starting.has(index)) index++
+      // its place is taken while it starts, so a second add at once takes another
+      starting.add(index)
+      return start(index, [where]).pipe(
+        Effect.flatMap((started) => (stopping ? stop(started.thread) : supervised(started, where))),
+        Effect.ensuring(Effect.sync(() => starting.delete(index)))
+      )
     })
 
     /** Stops the thread started last: it drains (its watches end, its clients reconnect) and is not started again. */
@@ -533,6 +560,7 @@ export const make = (
         })),
       restarts: () => restarts,
       stalls: () => stalls,
+      workers: () => supervisors.size + starting.size,
       add,
       remove,
       refreshMetrics: Effect.suspend(() => {

@@ -7,7 +7,9 @@
  * the host has a core to spare, and goes back to it once the whole process
  * would fit in a fraction of one core again. Decisions are taken on one
  * sample a second, each needing several in a row, with a pause after each
- * change so that the load can settle on the new threads.
+ * change so that the load can settle on the new threads; a thread added
+ * that did not let the process do more (its CPU did not grow) is taken
+ * away again, and no other is tried for a while.
  *
  * @since 0.1.0
  */
@@ -48,6 +50,10 @@ export interface ScalerPolicy {
   readonly quietSeconds?: number | undefined
   /** Seconds after a change before the next one (default 10). */
   readonly settleSeconds?: number | undefined
+  /** A thread added must bring the process at least this much more CPU, in cores, once settled (default 0.3)… */
+  readonly gainCores?: number | undefined
+  /** …else it is taken away again, and none is added for this many seconds (default 600). */
+  readonly noGainSeconds?: number | undefined
 }
 
 /**
@@ -73,9 +79,14 @@ export class ThreadScaler {
   readonly #quietCores: number
   readonly #quietSeconds: number
   readonly #settleSeconds: number
+  readonly #gainCores: number
+  readonly #noGainSeconds: number
   #busy = 0
   #quiet = 0
   #settling = 0
+  /** The process's CPU when the last thread was added, until the thread is judged. */
+  #before: number | undefined
+  #noAddFor = 0
 
   constructor(policy: ScalerPolicy) {
     this.#maxWorkers = policy.maxWorkers
@@ -85,10 +96,13 @@ export class ThreadScaler {
     this.#quietCores = policy.quietCores ?? 0.3
     this.#quietSeconds = policy.quietSeconds ?? 60
     this.#settleSeconds = policy.settleSeconds ?? 10
+    this.#gainCores = policy.gainCores ?? 0.3
+    this.#noGainSeconds = policy.noGainSeconds ?? 600
   }
 
   /** The decision after one more second, with `workers` worker threads serving now. */
   decide(sample: ScalerSample, workers: number): ScalerDecision {
+    if (this.#noAddFor > 0) this.#noAddFor--
     if (this.#settling > 0) {
       // the load has yet to move to the new threads: these seconds say nothing of them
       this.#settling--
@@ -97,7 +111,17 @@ export class ThreadScaler {
     const busy = sample.mainUtilization >= this.#busyUtilization && sample.idleCores >= this.#spareCores
     this.#busy = busy ? this.#busy + 1 : 0
     this.#quiet = sample.processCores <= this.#quietCores ? this.#quiet + 1 : 0
-    if (this.#busy >= this.#busySeconds && workers < this.#maxWorkers) return this.#changed("add")
+    const before = this.#before
+    this.#before = undefined
+    // a thread that brought no more work done (the main thread busy with the state itself, or no core free after all) goes again
+    if (before !== undefined && sample.processCores < before + this.#gainCores && workers > 0) {
+      this.#noAddFor = this.#noGainSeconds
+      return this.#changed("remove")
+    }
+    if (this.#busy >= this.#busySeconds && workers < this.#maxWorkers && this.#noAddFor === 0) {
+      this.#before = sample.processCores
+      return this.#changed("add")
+    }
     if (this.#quiet >= this.#quietSeconds && workers > 0) return this.#changed("remove")
     return "hold"
   }

@@ -26,6 +26,7 @@ import { grpcStopTimeout, serverOn } from "./grpcListener.ts"
 import { lazySite } from "./grpcPortSite.ts"
 import * as IoThread from "./IoThread.ts"
 import * as IoThreads from "./IoThreads.ts"
+import { cpuQuotaCores } from "./cpuQuota.ts"
 import { ThreadScaler } from "./ThreadScaler.ts"
 import { remoteState } from "./ioThreadState.ts"
 import type { ServiceConfig } from "./ServiceConfig.ts"
@@ -94,6 +95,7 @@ export const serve = (config: ServiceConfig, addresses: ReadonlyArray<string>) =
     )
     const threads = yield* IoThreads.make({
       threads: config.ioThreadsAuto ? 0 : config.ioThreads - 1,
+      maxThreads: config.ioThreads - 1,
       entry: process.argv[1]!,
       argv: process.argv.slice(2),
       addresses: [IoThreads.withPort(bound.address, bound.port)],
@@ -126,7 +128,8 @@ const hostTimes = (): { readonly idle: number; readonly total: number } => {
 /**
  * `--io-threads auto`: each second, one sample of the main thread's event
  * loop, the process's CPU and the host's idle cores goes to a
- * `ThreadScaler`, which adds a worker thread (and sends a share of this
+ * `ThreadScaler` (idle cores within the container's CPU quota, when it has
+ * one), which adds a worker thread (and sends a share of this
  * thread's idle connections away, so that some come back on it) or takes
  * one away. On the real clock, as the load it measures.
  */
@@ -137,8 +140,10 @@ const scaleThreads = (
 ) =>
   Effect.gen(function* () {
     const runFork = Effect.runForkWith(Context.omit(Scope.Scope)(yield* Effect.context<never>()))
+    const scope = yield* Effect.scope
     const scaler = new ThreadScaler({ maxWorkers })
     const cores = cpus().length
+    const quota = cpuQuotaCores()
     let loop = performance.eventLoopUtilization()
     let cpu = process.cpuUsage()
     let host = hostTimes()
@@ -151,16 +156,19 @@ const scaleThreads = (
       const cpuNow = process.cpuUsage()
       const hostNow = hostTimes()
       const hostTotal = hostNow.total - host.total
-      const taken = {
+      const taken: { mainUtilization: number; processCores: number; idleCores: number } = {
         mainUtilization: performance.eventLoopUtilization(loopNow, loop).utilization,
         processCores: (cpuNow.user - cpu.user + cpuNow.system - cpu.system) / 1e6 / seconds,
-        idleCores: hostTotal > 0 ? ((hostNow.idle - host.idle) / hostTotal) * cores : 0
+        idleCores: 0
       }
+      const hostIdle = hostTotal > 0 ? ((hostNow.idle - host.idle) / hostTotal) * cores : 0
+      // in a container, the quota left is what this process may still use, however idle the host is
+      taken.idleCores = quota === undefined ? hostIdle : Math.max(0, Math.min(hostIdle, quota - taken.processCores))
       loop = loopNow
       cpu = cpuNow
       host = hostNow
       at = now
-      const workers = threads.threads().length
+      const workers = threads.workers()
       const decision = scaler.decide(taken, workers)
       if (decision === "hold" || changing) return
       changing = true
@@ -182,12 +190,16 @@ const scaleThreads = (
               threads.remove,
               Effect.logInfo("I/O threads: one less, the process being quiet").pipe(Effect.annotateLogs(figures))
             )
+      // in the threads' scope: a change under way when the service stops is interrupted before the threads stop
       runFork(
-        change.pipe(
-          Effect.catch((error) =>
-            Effect.logError("I/O threads: could not add one").pipe(Effect.annotateLogs({ cause: error.message }))
+        Effect.forkIn(
+          change.pipe(
+            Effect.catch((error) =>
+              Effect.logError("I/O threads: could not add one").pipe(Effect.annotateLogs({ cause: error.message }))
+            ),
+            Effect.ensuring(Effect.sync(() => (changing = false)))
           ),
-          Effect.ensuring(Effect.sync(() => (changing = false)))
+          scope
         )
       )
     }

@@ -378,10 +378,11 @@ describe("I/O threads", { timeout: 60_000 }, () => {
   it.live("starts with no thread and adds and removes them on demand; a removed one drains", () =>
     Effect.gen(function* () {
       const address = yield* IoThreads.firstFreeAddress(["127.0.0.1:0"]).pipe(Effect.orDie)
-      const threads = yield* twoThreads({ threads: 0, addresses: [address] })
+      const threads = yield* twoThreads({ threads: 0, maxThreads: 2, addresses: [address] })
       assert.strictEqual(threads.threads().length, 0)
       yield* threads.add.pipe(Effect.orDie)
       yield* threads.add.pipe(Effect.orDie)
+      assert.isTrue(Exit.isFailure(yield* Effect.exit(threads.add)), "no more than the most")
       assert.deepStrictEqual(
         threads
           .threads()
@@ -405,8 +406,15 @@ describe("I/O threads", { timeout: 60_000 }, () => {
         () => watchers.filter((fiber) => fiber.pollUnsafe() !== undefined).length === onLast,
         "the removed thread's watches to end"
       )
-      // it is not started again, and the one left serves
-      yield* Effect.sleep("300 millis")
+      // it is not started again (longer than a restart takes), and the one left serves
+      for (let i = 0; i < 20; i++) {
+        yield* Effect.sleep("100 millis")
+        assert.deepStrictEqual(
+          threads.threads().map((thread) => thread.index),
+          [0]
+        )
+        assert.strictEqual(threads.workers(), 1)
+      }
       assert.strictEqual(threads.restarts(), 0)
       const api = yield* clientOf(threads.port)
       yield* api.hello({ clusterId: "on-demand", clientVersion: "v1.8.0" })

@@ -256,7 +256,6 @@ export class Http2Server {
     }
   }
 
-  /** What the server refused or ended to stay within its limits, and what it holds now. */
   /**
    * Sends `share` (0 to 1) of the sessions with no open call away with a
    * graceful GOAWAY, so that their clients reconnect, possibly to another
@@ -266,6 +265,7 @@ export class Http2Server {
     return this.guard.shed(share)
   }
 
+  /** What the server refused or ended to stay within its limits, and what it holds now. */
   get stats(): Http2ServerStats {
     return {
       ...this.guard.counts,

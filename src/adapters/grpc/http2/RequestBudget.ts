@@ -67,6 +67,11 @@ export class SharedRequestBudget {
     return Number(Atomics.load(this.#cells, capacityAt))
   }
 
+  /** How many servers share it (numbered from 0). */
+  get holders(): number {
+    return this.#cells.length - firstHolderAt
+  }
+
   /** Bytes reserved now, all servers together. */
   get reserved(): number {
     return Number(this.#sum())
@@ -121,6 +126,9 @@ export class RequestBudget {
   ) {
     if (!(capacity >= 0) || !Number.isFinite(capacity)) {
       throw new RangeError(`request budget: capacity must be a non-negative number of bytes, got ${capacity}`)
+    }
+    if (shared !== undefined && !(shared.holder >= 0 && shared.holder < shared.budget.holders)) {
+      throw new RangeError(`request budget: server ${shared.holder} of a budget shared by ${shared.budget.holders}`)
     }
     this.capacity = shared === undefined ? capacity : shared.budget.capacity
     this.#shared = shared

@@ -41,7 +41,7 @@ describe("SharedRequestBudget", () => {
     const main = new RequestBudget(1, { budget: shared, holder: 0 })
     for (let round = 0; round < 30; round++) {
       const worker = new Worker(new URL("./fixtures/budgetHammer.ts", import.meta.url), { workerData: shared.buffer })
-      await new Promise((resolve) => worker.once("online", resolve))
+      await new Promise((resolve) => worker.once("message", resolve))
       await new Promise((resolve) => setTimeout(resolve, 1 + (round % 7)))
       await worker.terminate()
       shared.reclaim(1)
