@@ -592,4 +592,24 @@ describe("ClusterStore", () => {
       })
     })
   })
+
+  describe("snapshots of a reconnect storm", () => {
+    it("gives watchers that start at one revision one set of views, and fresh ones after a change", () => {
+      const store = new ClusterStore()
+      store.update(updateRequest({ data: blob(8, 1), endpoints: [endpoint(1)] }), now + minute)
+      const start = (sink: TestSink) => {
+        const started = store.subscribe("c1", sink)
+        if (started._tag !== "Snapshot") throw new Error(`a snapshot, not ${started._tag}`)
+        return started.affiliates
+      }
+      const first = start(newQueue())
+      assert.strictEqual(start(newQueue()), first, "the same views, made once")
+      store.update(updateRequest({ data: blob(8, 2) }), now + minute)
+      const after = start(newQueue())
+      assert.notStrictEqual(after, first)
+      assert.deepStrictEqual(plainList(after), plainList(store.list("c1")))
+      assert.deepStrictEqual([...after[0]!.data], [...blob(8, 2)])
+      assert.deepStrictEqual([...first[0]!.data], [...blob(8, 1)], "an earlier snapshot is left as it was")
+    })
+  })
 })

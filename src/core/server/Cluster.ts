@@ -27,6 +27,8 @@ export class Cluster implements ClusterEntry {
   /** Created with the first watcher: most clusters never have one, and an empty Set costs ~100 bytes. */
   private sinks: Set<WatchSink> | undefined = undefined
   revision = 0
+  #snapshot: ReadonlyArray<AffiliateView> | undefined
+  #snapshotAt = -1
   /** The store's creation number of this cluster (see `ClusterStore.snapshotEntries`). */
   serial = 0
   /** The last changes, kept from the first watcher on (a cluster never watched needs none). */
@@ -99,7 +101,9 @@ export class Cluster implements ClusterEntry {
 
   /** Removes a watcher; false when it was not there. */
   removeWatcher(sink: WatchSink): boolean {
-    return this.sinks?.delete(sink) ?? false
+    const removed = this.sinks?.delete(sink) ?? false
+    if (this.watcherCount === 0) this.#snapshot = undefined
+    return removed
   }
 
   /** The affiliates as watchers see them. */
@@ -109,8 +113,23 @@ export class Cluster implements ClusterEntry {
     return views
   }
 
+  /**
+   * The affiliates a new watcher starts from: made once per revision while
+   * the cluster has watchers, so watchers that come back together (a
+   * reconnect storm) share one set of views; every visible change drops
+   * them, and so does the last watcher to leave.
+   */
+  snapshotViews(): ReadonlyArray<AffiliateView> {
+    if (this.#snapshotAt !== this.revision || this.#snapshot === undefined) {
+      this.#snapshot = this.views()
+      this.#snapshotAt = this.revision
+    }
+    return this.#snapshot
+  }
+
   /** Publishes the full current state of an affiliate. */
   publishUpdated(affiliate: Affiliate): void {
+    this.#snapshot = undefined
     if (this.watcherCount === 0 && this.log === undefined) {
       this.revision++
       return
@@ -120,6 +139,7 @@ export class Cluster implements ClusterEntry {
 
   /** Publishes the removal of an affiliate. */
   publishDeleted(affiliateId: string): void {
+    this.#snapshot = undefined
     if (this.watcherCount === 0 && this.log === undefined) {
       this.revision++
       return

@@ -169,7 +169,7 @@ export class ClusterStore {
       const missed = cluster.log?.since(resume.revision, cluster.revision)
       if (missed !== undefined) return { _tag: "Resumed", revision: resume.revision, epoch, missed }
     }
-    return { _tag: "Snapshot", revision: cluster.revision, epoch, affiliates: cluster.views() }
+    return { _tag: "Snapshot", revision: cluster.revision, epoch, affiliates: cluster.snapshotViews() }
   }
 
   /** Ends a watch registered by `subscribe` (its slot may already be free if it was cut off). */
