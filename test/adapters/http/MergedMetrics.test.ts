@@ -73,7 +73,7 @@ describe("MergedMetrics", () => {
     assert.include(lines(main), "test_inflight 1")
   })
 
-  it("keeps the counts of a retired worker, adds its restart's and drops its gauges", () => {
+  it("keeps the counts of a retired worker, ignores its late values, adds its restart's and drops its gauges", () => {
     const main = thread()
     const merged = new MergedMetrics.MergedMetrics(main)
     const first = thread()
@@ -94,7 +94,9 @@ describe("MergedMetrics", () => {
     Metric.withAttributes(requests, route("/a")).updateUnsafe(1, restarted)
     Metric.withAttributes(latency, route("/a")).updateUnsafe(0.5, restarted)
     inflight.updateUnsafe(9, restarted)
-    merged.update(1, MergedMetrics.snapshotWire(restarted))
+    // a restarted worker is a new source; a late reply of the retired one changes nothing
+    merged.update(1, MergedMetrics.snapshotWire(first))
+    merged.update(3, MergedMetrics.snapshotWire(restarted))
     const after = lines(main)
     assert.include(after, 'test_requests_total{route="/a"} 8')
     assert.include(after, 'test_requests_total{route="/b"} 1')
@@ -102,7 +104,7 @@ describe("MergedMetrics", () => {
     assert.include(after, 'test_latency_seconds_count{route="/a"} 3')
     assert.include(after, "test_inflight 9")
 
-    merged.retire(1)
+    merged.retire(3)
     merged.retire(2)
     assert.include(lines(main), 'test_requests_total{route="/a"} 8')
     assert.notInclude(lines(main).join("\n"), "test_inflight")
