@@ -12,8 +12,12 @@ import type { ConnectionAdmission } from "../../../../src/adapters/grpc/http2/Co
 import { ConnectionCounts } from "../../../../src/adapters/grpc/http2/ConnectionCounts.ts"
 import { ConnectionGuard, defaultConnectionLimits } from "../../../../src/adapters/grpc/http2/ConnectionGuard.ts"
 import { Http2Server } from "../../../../src/adapters/grpc/http2/Http2Server.ts"
+import * as http2 from "node:http2"
+import { setTimeout as sleep } from "node:timers/promises"
 import * as grpc from "@grpc/grpc-js"
+import { selfSigned } from "../certificates.ts"
 import { service, until, within, withServer } from "./echoServer.ts"
+import { message, send, statusOf } from "./rawClient.ts"
 import { session } from "./fixtures/sessions.ts"
 
 /** An accepted socket as the guard sees it: a remote address, "close" once destroyed. */
@@ -207,5 +211,35 @@ describe("ConnectionCounts", () => {
       process.off("uncaughtException", onUncaught)
     }
     assert.deepStrictEqual(errors, [])
+  })
+
+  it("over TLS too: the handshake may run, but no call is served before the admission, none after a refusal", async () => {
+    const pem = selfSigned("admission")
+    const pair = { certificate: Buffer.from(pem.certificate), privateKey: Buffer.from(pem.privateKey) }
+    const answers: Array<(admitted: boolean) => void> = []
+    const later: ConnectionAdmission = { acquire: (_address, answer) => answers.push(answer), release: () => {} }
+    await withServer(
+      async ({ port, calls }) => {
+        const sessions = [0, 1].map(() => {
+          const session = http2.connect(`https://127.0.0.1:${port}`, { ca: pem.certificate })
+          session.on("error", () => {})
+          return session
+        })
+        try {
+          const opened = sessions.map((session) => send(session, { path: "/test.Echo/Unary", body: [message("x")] }))
+          await until(() => answers.length === 2, "both connections to be asked about")
+          await sleep(200)
+          assert.strictEqual(calls.length, 0, "a call served before its connection was admitted")
+          answers[0]!(true)
+          answers[1]!(false)
+          assert.strictEqual(statusOf(await opened[0]!.response).code, grpc.status.OK)
+          await opened[1]!.response
+          assert.strictEqual(calls.length, 1)
+        } finally {
+          for (const session of sessions) session.destroy()
+        }
+      },
+      { keyPair: { current: pair, subscribe: () => () => {} }, connections: { admission: later } }
+    )
   })
 })
