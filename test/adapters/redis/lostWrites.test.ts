@@ -25,6 +25,36 @@ const redis = redisForTests()
 
 const ids = (affiliates: ReadonlyArray<AffiliateView>) => affiliates.map((affiliate) => affiliate.id).sort()
 
+type State = Effect.Success<ReturnType<typeof instanceOn>>["state"]
+
+/** A watcher of `clusterId` sees n3 and n4 added (revisions 4 and 5) and leaves; gives how its watch started. */
+const watchNewNodes = (state: State, clusterId: string, watcher: ReturnType<typeof recordingSink>) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const start = yield* state.subscribe({ clusterId }, watcher.sink)
+      for (const id of ["n3", "n4"]) yield* state.update(updateOf(clusterId, id))
+      yield* eventually(() => watcher.deltas.length === 2, "the watcher saw n3 and n4")
+      return start
+    })
+  )
+
+/** Through the instance, once Redis takes writes again: n1 deleted, n5, n6 and n7 added; List shows just that. */
+const changeAfterTheLoss = (state: State, clusterId: string) =>
+  Effect.gen(function* () {
+    yield* eventually(
+      () =>
+        Effect.runPromise(
+          state.delete({ clusterId, affiliateId: "n1" }).pipe(
+            Effect.as(true),
+            Effect.orElseSucceed(() => false)
+          )
+        ),
+      "a delete went through"
+    )
+    for (const id of ["n5", "n6", "n7"]) yield* state.update(updateOf(clusterId, id))
+    assert.deepStrictEqual(ids(yield* state.list({ clusterId })), ["n0", "n2", "n5", "n6", "n7"])
+  })
+
 describe("Redis that lost its last writes", () => {
   it.live("a watcher that saw the lost writes is not resumed onto the revisions issued again", () =>
     Effect.gen(function* () {
@@ -35,32 +65,14 @@ describe("Redis that lost its last writes", () => {
       yield* command(probe, "SAVE")
 
       const watcher = recordingSink()
-      const seen = yield* Effect.scoped(
-        Effect.gen(function* () {
-          const start = yield* state.subscribe({ clusterId }, watcher.sink)
-          for (const id of ["n3", "n4"]) yield* state.update(updateOf(clusterId, id))
-          yield* eventually(() => watcher.deltas.length === 2, "the watcher saw n3 and n4")
-          return start
-        })
-      )
+      const seen = yield* watchNewNodes(state, clusterId, watcher)
       assert.strictEqual(seen._tag, "Snapshot")
       const resumePoint = { epoch: seen._tag === "Snapshot" ? seen.epoch! : "", revision: 5 }
       assert.strictEqual(watcher.deltas.at(-1)?.revision, 5)
 
       yield* killAndRestart(redis)
       yield* eventually(() => backend.available!(), "the backend reconnected", 10_000)
-      yield* eventually(
-        () =>
-          Effect.runPromise(
-            state.delete({ clusterId, affiliateId: "n1" }).pipe(
-              Effect.as(true),
-              Effect.orElseSucceed(() => false)
-            )
-          ),
-        "a delete went through"
-      )
-      for (const id of ["n5", "n6", "n7"]) yield* state.update(updateOf(clusterId, id))
-      assert.deepStrictEqual(ids(yield* state.list({ clusterId })), ["n0", "n2", "n5", "n6", "n7"])
+      yield* changeAfterTheLoss(state, clusterId)
 
       const comeback = recordingSink()
       const start = yield* Effect.scoped(state.subscribe({ clusterId, resume: resumePoint }, comeback.sink))
@@ -101,32 +113,13 @@ describe("Redis that lost its last writes", () => {
         yield* command(primary, "WAIT", "1", "2000")
         yield* command(replica, "REPLICAOF", "NO", "ONE")
 
-        const watcher = recordingSink()
-        const seen = yield* Effect.scoped(
-          Effect.gen(function* () {
-            const start = yield* state.subscribe({ clusterId }, watcher.sink)
-            for (const id of ["n3", "n4"]) yield* state.update(updateOf(clusterId, id))
-            yield* eventually(() => watcher.deltas.length === 2, "the watcher saw n3 and n4")
-            return start
-          })
-        )
+        const seen = yield* watchNewNodes(state, clusterId, recordingSink())
         const resumePoint = { epoch: seen._tag === "Snapshot" ? seen.epoch! : "", revision: 5 }
 
         yield* command(primary, "REPLICAOF", "127.0.0.1", String(other.port))
         yield* linkUp(primary)
         yield* command(primary, "REPLICAOF", "NO", "ONE")
-        yield* eventually(
-          () =>
-            Effect.runPromise(
-              state.delete({ clusterId, affiliateId: "n1" }).pipe(
-                Effect.as(true),
-                Effect.orElseSucceed(() => false)
-              )
-            ),
-          "a delete went through"
-        )
-        for (const id of ["n5", "n6", "n7"]) yield* state.update(updateOf(clusterId, id))
-        assert.deepStrictEqual(ids(yield* state.list({ clusterId })), ["n0", "n2", "n5", "n6", "n7"])
+        yield* changeAfterTheLoss(state, clusterId)
         const start = yield* Effect.scoped(state.subscribe({ clusterId, resume: resumePoint }, recordingSink().sink))
         assert.strictEqual(start._tag, "Snapshot", "no resume across the lost writes")
         if (start._tag === "Snapshot") assert.notStrictEqual(start.epoch, resumePoint.epoch)
