@@ -28,6 +28,8 @@ export interface Listening {
   readonly rateLimiter?: GrpcServer.HandlerOptions["rateLimiter"]
   readonly admission?: ConnectionAdmission | undefined
   readonly requestBudget?: { readonly budget: SharedRequestBudget; readonly holder: number } | undefined
+  /** Whether calls tell the `ClusterApi` their deadline (an I/O thread's, whose calls queue at the owner). */
+  readonly callDeadlines?: boolean | undefined
 }
 
 /** The http2 transport's limits of the command's settings. */
@@ -75,6 +77,7 @@ export const serverOn = (config: ServiceConfig, listening: Listening) =>
         trustXForwardedFor: config.trustFirstXForwardedFor,
         rateLimit: config.rateLimit,
         rateLimiter: listening.rateLimiter,
+        callDeadlines: listening.callDeadlines,
         failureLog: config.failureLog,
         transportLimits: transportLimits(config, listening),
         fallback: listening.fallback,

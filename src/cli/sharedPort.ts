@@ -239,7 +239,8 @@ export const serveThread = (config: ServiceConfig): Effect.Effect<void> =>
         reusePort: true,
         rateLimiter: { take: RateLimit.fromReservations(thread.limiter.reserve, thread.limiter.release).take },
         admission: thread.admission,
-        requestBudget: thread.requestBudget
+        requestBudget: thread.requestBudget,
+        callDeadlines: true
       }).pipe(Effect.provideService(ClusterApi, api))
     }).pipe(Effect.annotateLogs({ thread: thread.index + 1 }))
   )

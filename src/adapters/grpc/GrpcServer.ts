@@ -78,6 +78,13 @@ export interface HandlerOptions extends TrustOptions {
    */
   readonly rateLimiter?: Pick<RateLimit.RateLimiter, "take"> | undefined
   /**
+   * Tell the `ClusterApi` each call's deadline (`CallDeadline`), for one that
+   * queues calls and should skip those whose caller has gone (the state's
+   * owner thread, reached by an I/O thread); default false, as a `ClusterApi`
+   * that answers at once has no use for it.
+   */
+  readonly callDeadlines?: boolean | undefined
+  /**
    * One log line per call through Effect's logger (default true): the method
    * path as the message and the annotations `peer.address`, `code`,
    * `duration` (seconds), `error` (when failed), `cluster_id`, `affiliate_id`
@@ -315,6 +322,8 @@ export const register = (
       if (metered && messages > 0) watchSent.updateUnsafe(messages, context)
     })
     const fibers = new Set<Fiber.Fiber<unknown, DiscoveryError>>()
+    const withDeadline: typeof withCallDeadline =
+      options.callDeadlines === true ? withCallDeadline : (_call, effect) => effect
     let open = true
 
     /** Runs a call's effect through the chain, and replies once it ends. */
@@ -354,7 +363,7 @@ export const register = (
           rpc,
           call,
           call.request,
-          (message, address) => withCallDeadline(call, rpc.invoke(api, rpc.toCore(message, address))),
+          (message, address) => withDeadline(call, rpc.invoke(api, rpc.toCore(message, address))),
           unaryReply(callback, rpc.fromCore)
         )
 
@@ -364,7 +373,7 @@ export const register = (
         call,
         call.request,
         (message) =>
-          withCallDeadline(call, watches.serve(api, call, ClusterRpcs.Watch.toCore(message), wantsRevisions(message))),
+          withDeadline(call, watches.serve(api, call, ClusterRpcs.Watch.toCore(message), wantsRevisions(message))),
         watchReply(call)
       )
 

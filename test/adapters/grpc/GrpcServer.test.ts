@@ -120,7 +120,11 @@ for (const transport of transports) {
         assert.strictEqual(seen.length, 2)
         assert.approximately(seen[0]!, sent + 5000, 1000)
         assert.strictEqual(seen[1], Number.POSITIVE_INFINITY)
-      }).pipe(Effect.provide(GrpcServer.layer({ address: "127.0.0.1:0", transport }).pipe(Layer.provide(recording))))
+      }).pipe(
+        Effect.provide(
+          GrpcServer.layer({ address: "127.0.0.1:0", transport, callDeadlines: true }).pipe(Layer.provide(recording))
+        )
+      )
     })
 
     it.effect("rejects IDs that are not valid UTF-8 with INVALID_ARGUMENT before the core sees them (Q20)", () =>
