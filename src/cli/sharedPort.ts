@@ -10,7 +10,6 @@
  *
  * @since 0.1.0
  */
-import { cpus } from "node:os"
 import { Context, Duration, Effect, Exit, Metric, Scope, Stream } from "effect"
 import { Http2Server } from "../adapters/grpc/http2/Http2Server.ts"
 import { ConnectionCounts } from "../adapters/grpc/http2/ConnectionCounts.ts"
@@ -26,7 +25,7 @@ import { grpcStopTimeout, serverOn } from "./grpcListener.ts"
 import { lazySite } from "./grpcPortSite.ts"
 import * as IoThread from "./IoThread.ts"
 import * as IoThreads from "./IoThreads.ts"
-import { cpuQuotaCores } from "./cpuQuota.ts"
+import { LoadSampler } from "./loadSampler.ts"
 import { ThreadScaler } from "./ThreadScaler.ts"
 import { remoteState } from "./ioThreadState.ts"
 import type { ServiceConfig } from "./ServiceConfig.ts"
@@ -114,22 +113,9 @@ export const serve = (config: ServiceConfig, addresses: ReadonlyArray<string>) =
     return { port: bound.port, beforeScrape: threads.refreshMetrics }
   })
 
-/** The host's CPU times so far, summed over its cores (milliseconds): idle, and all. */
-const hostTimes = (): { readonly idle: number; readonly total: number } => {
-  let idle = 0
-  let total = 0
-  for (const cpu of cpus()) {
-    idle += cpu.times.idle
-    total += cpu.times.user + cpu.times.nice + cpu.times.sys + cpu.times.idle + cpu.times.irq
-  }
-  return { idle, total }
-}
-
 /**
- * `--io-threads auto`: each second, one sample of the main thread's event
- * loop, the process's CPU and the host's idle cores goes to a
- * `ThreadScaler` (idle cores within the container's CPU quota, when it has
- * one), which adds a worker thread (and sends a share of this
+ * `--io-threads auto`: each second, one `LoadSampler` sample goes to a
+ * `ThreadScaler`, which adds a worker thread (and sends a share of this
  * thread's idle connections away, so that some come back on it) or takes
  * one away. On the real clock, as the load it measures.
  */
@@ -142,32 +128,10 @@ const scaleThreads = (
     const runFork = Effect.runForkWith(Context.omit(Scope.Scope)(yield* Effect.context<never>()))
     const scope = yield* Effect.scope
     const scaler = new ThreadScaler({ maxWorkers })
-    const cores = cpus().length
-    const quota = cpuQuotaCores()
-    let loop = performance.eventLoopUtilization()
-    let cpu = process.cpuUsage()
-    let host = hostTimes()
-    let at = performance.now()
+    const sampler = new LoadSampler()
     let changing = false
     const sample = () => {
-      const now = performance.now()
-      const seconds = (now - at) / 1000
-      const loopNow = performance.eventLoopUtilization()
-      const cpuNow = process.cpuUsage()
-      const hostNow = hostTimes()
-      const hostTotal = hostNow.total - host.total
-      const taken: { mainUtilization: number; processCores: number; idleCores: number } = {
-        mainUtilization: performance.eventLoopUtilization(loopNow, loop).utilization,
-        processCores: (cpuNow.user - cpu.user + cpuNow.system - cpu.system) / 1e6 / seconds,
-        idleCores: 0
-      }
-      const hostIdle = hostTotal > 0 ? ((hostNow.idle - host.idle) / hostTotal) * cores : 0
-      // in a container, the quota left is what this process may still use, however idle the host is
-      taken.idleCores = quota === undefined ? hostIdle : Math.max(0, Math.min(hostIdle, quota - taken.processCores))
-      loop = loopNow
-      cpu = cpuNow
-      host = hostNow
-      at = now
+      const taken = sampler.sample()
       const workers = threads.workers()
       const decision = scaler.decide(taken, workers)
       if (decision === "hold" || changing) return
