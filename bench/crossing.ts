@@ -5,7 +5,8 @@
  * `ClusterApiHost` on the main thread, as every AffiliateUpdate of a worker
  * thread crosses. With 1 call in flight each crossing wakes both threads;
  * with 16, one turn carries several. Prints one JSON object: for each
- * number in flight, calls/s and the process's CPU per call (both threads).
+ * number in flight, calls/s and the process's CPU per call (both threads),
+ * and the floor under any crossing (`bench/crossingFloor.ts`) in the same run.
  *
  * Run: `node bench/crossing.ts [--duration 3]`.
  */
@@ -13,6 +14,7 @@ import { MessageChannel, isMainThread, parentPort, Worker, workerData } from "no
 import { Effect, Stream } from "effect"
 import { ClusterApiClient, ClusterApiHost } from "../src/adapters/message-port/index.ts"
 import { ClusterApi } from "../src/ports/ClusterApi.ts"
+import { measureFloor } from "./crossingFloor.ts"
 
 /** What the worker reports for one number of calls in flight. */
 interface Crossing {
@@ -92,7 +94,11 @@ if (isMainThread) {
           perSecond: Math.round(result.calls / result.seconds),
           cpuMicrosPerCall: Math.round(((cpu[String(result.inFlight)] ?? 0) * 1_000_000) / result.calls) / 1000
         }))
-        console.log(JSON.stringify({ crossing: rows }))
+        const floor = [
+          yield* Effect.promise(() => measureFloor("post", seconds)),
+          yield* Effect.promise(() => measureFloor("shared", seconds))
+        ]
+        console.log(JSON.stringify({ crossing: rows, floor }))
       })
     )
   )

@@ -1159,6 +1159,11 @@ const crossingReference = async () => {
       readonly perSecond: number
       readonly cpuMicrosPerCall: number
     }>
+    readonly floor: ReadonlyArray<{
+      readonly kind: "post" | "shared"
+      readonly perSecond: number
+      readonly cpuMicrosPerCall: number
+    }>
   }
   raw.crossing = result
   for (const row of result.crossing) {
@@ -1166,6 +1171,16 @@ const crossingReference = async () => {
       name: `crossing alone: a no-op call from a worker thread to the main thread and back, ${row.inFlight} in flight (process CPU ${row.cpuMicrosPerCall} µs a call)`,
       value: row.perSecond,
       unit: "calls/s",
+      comparedWith: "–",
+      ours: undefined
+    })
+  }
+  for (const row of result.floor) {
+    const how = row.kind === "post" ? "a MessagePort message each way" : "shared memory and Atomics.waitAsync"
+    references.push({
+      name: `crossing floor: an empty round trip between two threads over ${how}, 1 in flight (process CPU ${row.cpuMicrosPerCall} µs each)`,
+      value: row.perSecond,
+      unit: "round trips/s",
       comparedWith: "–",
       ours: undefined
     })
