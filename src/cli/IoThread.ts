@@ -50,6 +50,8 @@ export interface ThreadContext {
   readonly limiter: ClusterApiClient.Connection["limiter"]
   /** The owner's state counts. */
   readonly stats: ClusterApiClient.Connection["stats"]
+  /** A cluster's last changes, asked of the owner. */
+  readonly history: ClusterApiClient.Connection["history"]
 }
 
 /**
@@ -102,6 +104,7 @@ export const run = <E extends { readonly message: string }>(
         },
         limiter: connection.limiter,
         stats: connection.stats,
+        history: connection.history,
         requestBudget:
           data.requestBudget === undefined
             ? undefined

@@ -54,6 +54,8 @@ export interface IoThreadsOptions {
   readonly limiter?: ClusterApiHost.HostOptions["limiter"]
   /** The state's counts, for the threads' landing pages. */
   readonly stats?: ClusterApiHost.HostOptions["stats"]
+  /** A cluster's last changes, for the threads' inspect pages. */
+  readonly history?: ClusterApiHost.HostOptions["history"]
   /**
    * The request budget all threads share (the main thread's server is its
    * holder 0, thread `index` its holder `index + 1`); a thread that is gone
@@ -262,6 +264,7 @@ export const make = (
         const host = yield* ClusterApiHost.serve(api, apiChannel.port1, {
           limiter: options.limiter,
           stats: options.stats,
+          history: options.history,
           codec: deltaCodec,
           onPosted: (bytes) => {
             const now = performance.now()

@@ -23,6 +23,7 @@ export const remoteState = (thread: ThreadContext, api: ClusterApi["Service"]): 
   ClusterState.of({
     list: (request) => api.list(request) as Effect.Effect<never, InvalidArgument | Unavailable>,
     stats: Effect.orDie(thread.stats),
+    history: (request) => thread.history(request) as Effect.Effect<never, InvalidArgument | Unavailable>,
     available: () => true,
     update: () => Effect.die(elsewhere("update")),
     delete: () => Effect.die(elsewhere("delete")),

@@ -102,6 +102,7 @@ export const serve = (config: ServiceConfig, addresses: ReadonlyArray<string>) =
       requestBudget,
       limiter,
       stats: (yield* ClusterState).stats,
+      history: (yield* ClusterState).history,
       ownSeries: () => snapshotWire(Context.make(Metric.MetricRegistry, ownRegistry)),
       stopTimeout: Duration.sum(grpcStopTimeout, Duration.millis(500))
     }).pipe(Scope.provide(threadsScope))

@@ -60,6 +60,8 @@ export interface AffiliateUpdateRequest {
   readonly data?: Uint8Array | undefined
   readonly endpoints: ReadonlyArray<Uint8Array>
   readonly ttl: Duration.Duration
+  /** The caller's address as the transport saw it (server adapters fill it in; it explains the change). */
+  readonly clientAddress?: Uint8Array | undefined
 }
 
 /**
@@ -71,6 +73,8 @@ export interface AffiliateUpdateRequest {
 export interface AffiliateDeleteRequest {
   readonly clusterId: string
   readonly affiliateId: string
+  /** The caller's address as the transport saw it (server adapters fill it in; it explains the change). */
+  readonly clientAddress?: Uint8Array | undefined
 }
 
 /**

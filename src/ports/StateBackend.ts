@@ -20,6 +20,7 @@ import type {
   WatchSink,
   WatchStart
 } from "./ClusterApi.ts"
+import type { ChangeRecord } from "./ChangeCause.ts"
 import type { ResourceExhausted, Unavailable } from "./DiscoveryError.ts"
 
 /**
@@ -47,6 +48,8 @@ export interface GcReport {
   readonly removedClusters: number
   readonly removedAffiliates: number
   readonly trimmedAffiliates: number
+  /** Each change the pass made, with its cause; and clusters dropped since the last pass when a watch let go. */
+  readonly changes: ReadonlyArray<ChangeRecord>
 }
 
 /**
@@ -82,13 +85,20 @@ export type Subscription = WatchStart & { readonly epoch: string }
  * @since 0.1.0
  */
 export interface StateBackendShape {
-  /** Applies an AffiliateUpdate expiring at `expiresAt`, whole or not at all; a change no one can see is not one. */
+  /**
+   * Applies an AffiliateUpdate expiring at `expiresAt` (its TTL from now),
+   * whole or not at all; a change no one can see is not one (its record says
+   * `ttl_refreshed`). Gives the record of what it did.
+   */
   readonly update: (
     request: AffiliateUpdateRequest,
     expiresAt: number
-  ) => Effect.Effect<void, ResourceExhausted | Unavailable>
-  /** Removes an affiliate if it exists. */
-  readonly delete: (request: AffiliateDeleteRequest) => Effect.Effect<void, Unavailable>
+  ) => Effect.Effect<ChangeRecord, ResourceExhausted | Unavailable>
+  /** Removes an affiliate if it exists, at `now`; gives the records of what it removed (none when nothing). */
+  readonly delete: (
+    request: AffiliateDeleteRequest,
+    now: number
+  ) => Effect.Effect<ReadonlyArray<ChangeRecord>, Unavailable>
   /** Every affiliate of a cluster (none for an unknown cluster, which is not created). */
   readonly list: (clusterId: string) => Effect.Effect<ReadonlyArray<AffiliateView>, Unavailable>
   /**
@@ -103,8 +113,14 @@ export interface StateBackendShape {
     sink: WatchSink,
     resume?: ResumePoint | undefined
   ) => Effect.Effect<Subscription, ResourceExhausted | Unavailable>
-  /** Ends a watch registered by `subscribe` (its slot may already be free if it was cut off). */
-  readonly unsubscribe: (clusterId: string, sink: WatchSink) => Effect.Effect<void>
+  /**
+   * Ends a watch registered by `subscribe` (its slot may already be free if
+   * it was cut off) at `now`; gives the record of the cluster it dropped, if
+   * it did (a shared backend reports those in the next `collectGarbage`).
+   */
+  readonly unsubscribe: (clusterId: string, sink: WatchSink, now: number) => Effect.Effect<ChangeRecord | undefined>
+  /** The records of a cluster's last changes, newest first (as many as the backend keeps). */
+  readonly history: (clusterId: string) => Effect.Effect<ReadonlyArray<ChangeRecord>, Unavailable>
   /** Removes what has expired at `now`, announcing each change once. */
   readonly collectGarbage: (now: number) => Effect.Effect<GcReport, Unavailable>
   /**

@@ -25,7 +25,7 @@ describe("Affiliate", () => {
 
   it("takes new data, reports a change and exports an empty endpoint list", () => {
     const affiliate = new Affiliate("af1")
-    assert.isTrue(affiliate.merge(utf8("data"), [], now + minute))
+    assert.notStrictEqual(affiliate.merge(utf8("data"), [], now + minute), 0)
     const view = affiliate.view()
     assert.deepStrictEqual(plain(view), { id: "af1", data: Array.from(utf8("data")), endpoints: [] })
     assert.isArray(view.endpoints)
@@ -35,14 +35,14 @@ describe("Affiliate", () => {
   it("replaces different data and reports a change", () => {
     const affiliate = new Affiliate("af1")
     affiliate.merge(utf8("data"), [], now + minute)
-    assert.isTrue(affiliate.merge(utf8("data2"), [], now + minute))
+    assert.notStrictEqual(affiliate.merge(utf8("data2"), [], now + minute), 0)
     assert.deepStrictEqual(Array.from(affiliate.view().data), Array.from(utf8("data2")))
   })
 
   it("reports no change for identical data bytes but still sets the expiry", () => {
     const affiliate = new Affiliate("af1")
     affiliate.merge(utf8("data"), [], now + minute)
-    assert.isFalse(affiliate.merge(utf8("data"), [], now + 5 * minute))
+    assert.strictEqual(affiliate.merge(utf8("data"), [], now + 5 * minute), 0)
     assert.strictEqual(affiliate.expiresAt, now + 5 * minute)
   })
 
@@ -56,27 +56,27 @@ describe("Affiliate", () => {
   it("leaves the data alone when the update carries none or an empty blob", () => {
     const affiliate = new Affiliate("af1")
     affiliate.merge(utf8("data"), [], now + minute)
-    assert.isFalse(affiliate.merge(undefined, [], now + minute))
-    assert.isFalse(affiliate.merge(new Uint8Array(0), [], now + minute))
+    assert.strictEqual(affiliate.merge(undefined, [], now + minute), 0)
+    assert.strictEqual(affiliate.merge(new Uint8Array(0), [], now + minute), 0)
     assert.deepStrictEqual(Array.from(affiliate.view().data), Array.from(utf8("data")))
   })
 
   it("appends new endpoints in request order and reports a change", () => {
     const affiliate = new Affiliate("af1")
     affiliate.merge(utf8("data"), [], now + minute)
-    assert.isTrue(affiliate.merge(undefined, [e1, e2], now + minute))
+    assert.notStrictEqual(affiliate.merge(undefined, [e1, e2], now + minute), 0)
     assert.deepStrictEqual(plain(affiliate.view()).endpoints, [Array.from(e1), Array.from(e2)])
   })
 
   it("reports no change for a known endpoint with the same expiry", () => {
     const affiliate = seeded()
-    assert.isFalse(affiliate.merge(undefined, [endpoint(1)], now + minute))
+    assert.strictEqual(affiliate.merge(undefined, [endpoint(1)], now + minute), 0)
     assert.strictEqual(affiliate.endpoints.length, 2)
   })
 
   it("appends an unknown endpoint and raises the expiry of known ones and of the affiliate", () => {
     const affiliate = seeded()
-    assert.isTrue(affiliate.merge(undefined, [e1, e3], now + 3 * minute))
+    assert.notStrictEqual(affiliate.merge(undefined, [e1, e3], now + 3 * minute), 0)
     assert.deepStrictEqual(plain(affiliate.view()).endpoints, [Array.from(e1), Array.from(e2), Array.from(e3)])
     assert.deepStrictEqual(
       affiliate.endpoints.map((e) => e.expiresAt),
@@ -102,7 +102,7 @@ describe("Affiliate", () => {
 
   it("collapses duplicates inside one request", () => {
     const affiliate = new Affiliate("af1")
-    assert.isTrue(affiliate.merge(undefined, [e1, endpoint(1), e2, e1], now + minute))
+    assert.notStrictEqual(affiliate.merge(undefined, [e1, endpoint(1), e2, e1], now + minute), 0)
     assert.strictEqual(affiliate.endpoints.length, 2)
   })
 

@@ -1,11 +1,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ClusterStore } from "../../src/core/server/ClusterStore.ts"
+import type { ChangeRecord } from "../../src/ports/ChangeCause.ts"
 import { decode, encode, encodePieces } from "../../src/core/server/SnapshotCodec.ts"
 import { joinPieces } from "../../src/ports/SnapshotStore.ts"
 import type { WatchDelta, WatchSink } from "../../src/ports/ClusterApi.ts"
 import type { SubscriptionLost, Unavailable } from "../../src/ports/DiscoveryError.ts"
 import { ResourceExhausted } from "../../src/ports/DiscoveryError.ts"
 import {
+  gcCounts,
   blob,
   endpoint,
   type PlainEvent,
@@ -50,10 +52,19 @@ const subscribe = (store: ClusterStore, clusterId: string, queue: TestSink) => {
   return result
 }
 
+/** Fails the test when an update was refused. */
+const assertApplied = (result: ChangeRecord | ResourceExhausted): void => {
+  if (result instanceof ResourceExhausted) assert.fail(result.message)
+}
+
+/** The refusal of an update, if it was refused. */
+const failureOf = (result: ChangeRecord | ResourceExhausted): ResourceExhausted | undefined =>
+  result instanceof ResourceExhausted ? result : undefined
+
 /** A store holding af1 (data, expiring at +1m) in c1. */
 const withAffiliate = (): ClusterStore => {
   const store = new ClusterStore()
-  assert.isUndefined(store.update(updateRequest({ affiliateId: "af1", data: utf8("data1") }), now + minute))
+  assertApplied(store.update(updateRequest({ affiliateId: "af1", data: utf8("data1") }), now + minute))
   return store
 }
 
@@ -63,7 +74,7 @@ describe("ClusterStore", () => {
   describe("clusters", () => {
     it("collects nothing from an empty store", () => {
       const store = new ClusterStore()
-      assert.deepStrictEqual(store.collectGarbage(now), {
+      assert.deepStrictEqual(gcCounts(store.collectGarbage(now)), {
         removedClusters: 0,
         removedAffiliates: 0,
         trimmedAffiliates: 0
@@ -80,13 +91,13 @@ describe("ClusterStore", () => {
     it("does not create a cluster on list or on delete", () => {
       const store = new ClusterStore()
       assert.deepStrictEqual(store.list("nowhere"), [])
-      store.delete({ clusterId: "nowhere", affiliateId: "a1" })
+      store.delete({ clusterId: "nowhere", affiliateId: "a1" }, now)
       assert.strictEqual(store.stats().clusters, 0)
     })
 
     it("drops a cluster as soon as its last affiliate is deleted", () => {
       const store = withAffiliate()
-      store.delete({ clusterId: "c1", affiliateId: "af1" })
+      store.delete({ clusterId: "c1", affiliateId: "af1" }, now)
       assert.strictEqual(store.stats().clusters, 0)
     })
 
@@ -94,13 +105,13 @@ describe("ClusterStore", () => {
       const store = new ClusterStore()
       const queue = newQueue()
       subscribe(store, "c1", queue)
-      assert.deepStrictEqual(store.collectGarbage(now), {
+      assert.deepStrictEqual(gcCounts(store.collectGarbage(now)), {
         removedClusters: 0,
         removedAffiliates: 0,
         trimmedAffiliates: 0
       })
       assert.strictEqual(store.stats().clusters, 1)
-      store.unsubscribe("c1", queue)
+      store.unsubscribe("c1", queue, now)
       assert.deepStrictEqual(store.stats(), { clusters: 0, affiliates: 0, endpoints: 0, watches: 0 })
     })
 
@@ -108,12 +119,12 @@ describe("ClusterStore", () => {
       const store = withAffiliate()
       const queue = newQueue()
       subscribe(store, "c1", queue)
-      assert.deepStrictEqual(store.collectGarbage(now), {
+      assert.deepStrictEqual(gcCounts(store.collectGarbage(now)), {
         removedClusters: 0,
         removedAffiliates: 0,
         trimmedAffiliates: 0
       })
-      assert.deepStrictEqual(store.collectGarbage(now + 2 * minute), {
+      assert.deepStrictEqual(gcCounts(store.collectGarbage(now + 2 * minute)), {
         removedClusters: 0,
         removedAffiliates: 1,
         trimmedAffiliates: 0
@@ -122,8 +133,8 @@ describe("ClusterStore", () => {
         events: [{ _tag: "Deleted", revision: 2, affiliateId: "af1" }],
         failure: undefined
       })
-      store.unsubscribe("c1", queue)
-      assert.deepStrictEqual(store.collectGarbage(now + 2 * minute), {
+      store.unsubscribe("c1", queue, now)
+      assert.deepStrictEqual(gcCounts(store.collectGarbage(now + 2 * minute)), {
         removedClusters: 0,
         removedAffiliates: 0,
         trimmedAffiliates: 0
@@ -135,18 +146,18 @@ describe("ClusterStore", () => {
       const store = new ClusterStore()
       store.update(updateRequest({ clusterId: "id1", affiliateId: "af0" }), now - 1)
       store.update(updateRequest({ clusterId: "id2", affiliateId: "af1" }), now + minute)
-      assert.deepStrictEqual(store.collectGarbage(now), {
+      assert.deepStrictEqual(gcCounts(store.collectGarbage(now)), {
         removedClusters: 1,
         removedAffiliates: 1,
         trimmedAffiliates: 0
       })
       assert.deepStrictEqual(store.stats(), { clusters: 1, affiliates: 1, endpoints: 0, watches: 0 })
-      assert.deepStrictEqual(store.collectGarbage(now + 2 * minute), {
+      assert.deepStrictEqual(gcCounts(store.collectGarbage(now + 2 * minute)), {
         removedClusters: 1,
         removedAffiliates: 1,
         trimmedAffiliates: 0
       })
-      assert.deepStrictEqual(store.collectGarbage(now + 2 * minute), {
+      assert.deepStrictEqual(gcCounts(store.collectGarbage(now + 2 * minute)), {
         removedClusters: 0,
         removedAffiliates: 0,
         trimmedAffiliates: 0
@@ -170,12 +181,12 @@ describe("ClusterStore", () => {
       store.update(updateRequest({ data: utf8("d") }), now + minute)
       store.update(updateRequest({ endpoints: [endpoint(1)] }), now)
       store.update(updateRequest({ endpoints: [endpoint(2)] }), now + 1)
-      assert.deepStrictEqual(store.collectGarbage(now - 1), {
+      assert.deepStrictEqual(gcCounts(store.collectGarbage(now - 1)), {
         removedClusters: 0,
         removedAffiliates: 0,
         trimmedAffiliates: 0
       })
-      assert.deepStrictEqual(store.collectGarbage(now), {
+      assert.deepStrictEqual(gcCounts(store.collectGarbage(now)), {
         removedClusters: 0,
         removedAffiliates: 0,
         trimmedAffiliates: 1
@@ -197,12 +208,12 @@ describe("ClusterStore", () => {
       const queue = newQueue(128)
       subscribe(store, "c1", queue)
       for (let i = 0; i < 64; i++) {
-        assert.isUndefined(store.update(updateRequest({ endpoints: [endpoint(i)] }), now + minute))
+        assertApplied(store.update(updateRequest({ endpoints: [endpoint(i)] }), now + minute))
       }
       assert.strictEqual(drain(queue).events.length, 64)
       const failure = store.update(updateRequest({ data: utf8("new"), endpoints: [endpoint(64)] }), now + 5 * minute)
       assert.instanceOf(failure, ResourceExhausted)
-      assert.strictEqual(failure?.message, "too many endpoints in the affiliate")
+      assert.strictEqual(failureOf(failure)?.message, "too many endpoints in the affiliate")
       assert.deepStrictEqual(drain(queue).events, [])
       const [stored] = store.list("c1")
       assert.strictEqual(stored!.endpoints.length, 64)
@@ -214,8 +225,8 @@ describe("ClusterStore", () => {
     it("still refreshes known endpoints of a full affiliate", () => {
       const store = new ClusterStore()
       const all = Array.from({ length: 64 }, (_, i) => endpoint(i))
-      assert.isUndefined(store.update(updateRequest({ endpoints: all }), now + minute))
-      assert.isUndefined(store.update(updateRequest({ endpoints: [endpoint(0), endpoint(0)] }), now + 3 * minute))
+      assertApplied(store.update(updateRequest({ endpoints: all }), now + minute))
+      assertApplied(store.update(updateRequest({ endpoints: [endpoint(0), endpoint(0)] }), now + 3 * minute))
       assert.strictEqual(store.collectGarbage(now + 2 * minute).trimmedAffiliates, 1)
       assert.deepStrictEqual(
         store.list("c1")[0]!.endpoints.map((e) => Array.from(e)),
@@ -229,10 +240,10 @@ describe("ClusterStore", () => {
       // e1 is known and e2..e64 are 63 new ones: 2 + 63 = 65
       const more = Array.from({ length: 64 }, (_, i) => endpoint(i + 1))
       const failure = store.update(updateRequest({ endpoints: more }), now + minute)
-      assert.strictEqual(failure?.message, "too many endpoints in the affiliate")
+      assert.strictEqual(failureOf(failure)?.message, "too many endpoints in the affiliate")
       assert.strictEqual(store.list("c1")[0]!.endpoints.length, 2)
       // e1..e63 add 62 new ones: exactly 64
-      assert.isUndefined(store.update(updateRequest({ endpoints: more.slice(0, 63) }), now + minute))
+      assertApplied(store.update(updateRequest({ endpoints: more.slice(0, 63) }), now + minute))
       assert.strictEqual(store.list("c1")[0]!.endpoints.length, 64)
     })
 
@@ -242,9 +253,9 @@ describe("ClusterStore", () => {
       subscribe(store, "watched", queue)
       const endpoints = Array.from({ length: 65 }, (_, i) => endpoint(i))
       const failure = store.update(updateRequest({ clusterId: "fresh", endpoints }), now + minute)
-      assert.strictEqual(failure?.message, "too many endpoints in the affiliate")
+      assert.strictEqual(failureOf(failure)?.message, "too many endpoints in the affiliate")
       const failure2 = store.update(updateRequest({ clusterId: "watched", endpoints }), now + minute)
-      assert.strictEqual(failure2?.message, "too many endpoints in the affiliate")
+      assert.strictEqual(failureOf(failure2)?.message, "too many endpoints in the affiliate")
       assert.deepStrictEqual(store.stats(), { clusters: 1, affiliates: 0, endpoints: 0, watches: 1 })
       assert.deepStrictEqual(drain(queue).events, [])
     })
@@ -252,33 +263,33 @@ describe("ClusterStore", () => {
     it("creates a new affiliate from a request with 64 distinct endpoints and duplicates", () => {
       const store = new ClusterStore()
       const endpoints = Array.from({ length: 64 }, (_, i) => endpoint(i))
-      assert.isUndefined(store.update(updateRequest({ endpoints: [...endpoints, ...endpoints] }), now + minute))
+      assertApplied(store.update(updateRequest({ endpoints: [...endpoints, ...endpoints] }), now + minute))
       assert.strictEqual(store.stats().endpoints, 64)
     })
 
     it("accepts 1024 affiliates and refuses the 1025th without changing anything", () => {
       const store = new ClusterStore()
       for (let i = 0; i < 1024; i++) {
-        assert.isUndefined(store.update(updateRequest({ affiliateId: `af${i}` }), now + minute))
+        assertApplied(store.update(updateRequest({ affiliateId: `af${i}` }), now + minute))
       }
       const queue = newQueue()
       const subscription = subscribe(store, "c1", queue)
       assert.strictEqual(subscription.affiliates.length, 1024)
       const failure = store.update(updateRequest({ affiliateId: "one-more", data: utf8("x") }), now + minute)
       assert.instanceOf(failure, ResourceExhausted)
-      assert.strictEqual(failure?.message, "too many affiliates in the cluster")
+      assert.strictEqual(failureOf(failure)?.message, "too many affiliates in the cluster")
       assert.strictEqual(store.stats().affiliates, 1024)
       assert.deepStrictEqual(drain(queue).events, [])
       // existing affiliates can still be updated
-      assert.isUndefined(store.update(updateRequest({ affiliateId: "af0", data: utf8("x") }), now + minute))
+      assertApplied(store.update(updateRequest({ affiliateId: "af0", data: utf8("x") }), now + minute))
       assert.strictEqual(drain(queue).events.length, 1)
     })
 
     it("accepts a new affiliate again once one of 1024 is deleted", () => {
       const store = new ClusterStore()
       for (let i = 0; i < 1024; i++) store.update(updateRequest({ affiliateId: `af${i}` }), now + minute)
-      store.delete({ clusterId: "c1", affiliateId: "af7" })
-      assert.isUndefined(store.update(updateRequest({ affiliateId: "one-more" }), now + minute))
+      store.delete({ clusterId: "c1", affiliateId: "af7" }, now)
+      assertApplied(store.update(updateRequest({ affiliateId: "one-more" }), now + minute))
       assert.strictEqual(store.stats().affiliates, 1024)
     })
   })
@@ -286,17 +297,17 @@ describe("ClusterStore", () => {
   describe("caps", () => {
     it("refuses a new cluster beyond maxClusters, from an update or a watch", () => {
       const store = new ClusterStore({ maxClusters: 2, maxWatches: 10 })
-      assert.isUndefined(store.update(updateRequest({ clusterId: "c1" }), now + minute))
+      assertApplied(store.update(updateRequest({ clusterId: "c1" }), now + minute))
       subscribe(store, "c2", newQueue())
       const failure = store.update(updateRequest({ clusterId: "c3" }), now + minute)
       assert.instanceOf(failure, ResourceExhausted)
-      assert.strictEqual(failure?.message, "too many clusters")
+      assert.strictEqual(failureOf(failure)?.message, "too many clusters")
       const refused = store.subscribe("c3", newQueue())
       assert.instanceOf(refused, ResourceExhausted)
       assert.strictEqual((refused as ResourceExhausted).message, "too many clusters")
       assert.deepStrictEqual(store.stats(), { clusters: 2, affiliates: 1, endpoints: 0, watches: 1 })
       // existing clusters still take new affiliates and watchers
-      assert.isUndefined(store.update(updateRequest({ clusterId: "c2", affiliateId: "a2" }), now + minute))
+      assertApplied(store.update(updateRequest({ clusterId: "c2", affiliateId: "a2" }), now + minute))
       subscribe(store, "c1", newQueue())
     })
 
@@ -309,7 +320,7 @@ describe("ClusterStore", () => {
       assert.instanceOf(refused, ResourceExhausted)
       assert.strictEqual((refused as ResourceExhausted).message, "too many watches")
       assert.deepStrictEqual(store.stats(), { clusters: 1, affiliates: 0, endpoints: 0, watches: 2 })
-      store.unsubscribe("c1", first)
+      store.unsubscribe("c1", first, now)
       subscribe(store, "c2", newQueue())
       assert.strictEqual(store.stats().watches, 2)
     })
@@ -328,7 +339,7 @@ describe("ClusterStore", () => {
       const store = withAffiliate()
       store.update(updateRequest({ affiliateId: "af1", data: utf8("data2") }), now + minute)
       store.update(updateRequest({ clusterId: "other" }), now + minute)
-      store.delete({ clusterId: "c1", affiliateId: "missing" })
+      store.delete({ clusterId: "c1", affiliateId: "missing" }, now)
       assert.strictEqual(subscribe(store, "c1", newQueue()).revision, 2)
       assert.strictEqual(subscribe(store, "other", newQueue()).revision, 1)
     })
@@ -349,7 +360,7 @@ describe("ClusterStore", () => {
       const store = withAffiliate()
       const queue = newQueue()
       subscribe(store, "c1", queue)
-      store.delete({ clusterId: "c1", affiliateId: "missing" })
+      store.delete({ clusterId: "c1", affiliateId: "missing" }, now)
       assert.deepStrictEqual(drain(queue).events, [])
     })
 
@@ -372,9 +383,9 @@ describe("ClusterStore", () => {
       )
       // the cut-off watcher frees its slot at once; ending its stream later changes nothing more
       assert.strictEqual(store.stats().watches, 1)
-      store.unsubscribe("c1", slow)
+      store.unsubscribe("c1", slow, now)
       assert.strictEqual(store.stats().watches, 1)
-      store.unsubscribe("c1", fast)
+      store.unsubscribe("c1", fast, now)
       assert.deepStrictEqual(store.stats(), { clusters: 1, affiliates: 1, endpoints: 0, watches: 0 })
     })
   })
@@ -382,16 +393,16 @@ describe("ClusterStore", () => {
   describe("the log of changes for resuming watches", () => {
     it("holds what a watcher missed while it was away, and is dropped ten minutes after the last watcher left", () => {
       const store = new ClusterStore()
-      assert.isUndefined(store.update(updateRequest({ data: utf8("one") }), now + 60 * minute))
+      assertApplied(store.update(updateRequest({ data: utf8("one") }), now + 60 * minute))
       const queue = newQueue()
       const first = subscribe(store, "c1", queue)
-      store.unsubscribe("c1", queue)
-      assert.isUndefined(store.update(updateRequest({ data: utf8("two") }), now + 60 * minute))
+      store.unsubscribe("c1", queue, now)
+      assertApplied(store.update(updateRequest({ data: utf8("two") }), now + 60 * minute))
       const resumeAt = { epoch: first.epoch!, revision: first.revision }
       const resumed = () => {
         const sink = newQueue()
         const started = store.subscribe("c1", sink, resumeAt)
-        store.unsubscribe("c1", sink)
+        store.unsubscribe("c1", sink, now)
         return started instanceof ResourceExhausted ? "refused" : started._tag
       }
       store.collectGarbage(now)
@@ -436,7 +447,7 @@ describe("ClusterStore", () => {
       // Pieces of one record each: the encoder pauses after every cluster.
       const pieces = encodePieces(store.snapshotEntries(), now, 1)
       const saved: Array<Uint8Array> = [pieces.next().value as Uint8Array]
-      store.delete({ clusterId: "c1", affiliateId: "a1" })
+      store.delete({ clusterId: "c1", affiliateId: "a1" }, now)
       assert.isFalse(store.clusters.has("c1"))
       store.update(updateRequest({ clusterId: "c1", data: utf8("new-c1") }), now + minute)
       store.update(updateRequest({ clusterId: "c4", data: utf8("new-c4") }), now + minute)
@@ -489,7 +500,7 @@ describe("ClusterStore", () => {
       const affiliate = decoded.clusters[0]!.affiliates.get("a1")!
       store.restore("c1", decoded.clusters[0]!.affiliates.values(), now)
       assert.strictEqual(store.clusters.get("c1")!.affiliates.get("a1"), affiliate)
-      assert.isUndefined(store.update(updateRequest({ affiliateId: "a1", endpoints: [endpoint(2)] }), now + minute))
+      assertApplied(store.update(updateRequest({ affiliateId: "a1", endpoints: [endpoint(2)] }), now + minute))
       assert.deepStrictEqual(plainList(store.list("c1")), [af("a1", "data-a1", [endpoint(1), endpoint(2)])])
       assert.deepStrictEqual(store.stats(), { clusters: 1, affiliates: 1, endpoints: 2, watches: 0 })
     })
@@ -526,7 +537,7 @@ describe("ClusterStore", () => {
         assert.deepStrictEqual(report, { affiliates: 2, endpoints: 2, expiredAffiliates: 0, expiredEndpoints: 0 })
         const cluster = store.clusters.get("c1")!
         assert.deepStrictEqual(store.stats(), { clusters: 1, affiliates: 2, endpoints: 2, watches: 0 })
-        assert.deepStrictEqual(store.collectGarbage(now + minute - 1), {
+        assert.deepStrictEqual(gcCounts(store.collectGarbage(now + minute - 1)), {
           removedClusters: 0,
           removedAffiliates: 0,
           trimmedAffiliates: 0
@@ -543,7 +554,7 @@ describe("ClusterStore", () => {
       it("is unpacked by the GC pass that reaches its first expiry, and trimmed by GC's rules", () => {
         const store = new ClusterStore()
         store.restore("c1", packedOf(bytes), now)
-        assert.deepStrictEqual(store.collectGarbage(now + minute), {
+        assert.deepStrictEqual(gcCounts(store.collectGarbage(now + minute)), {
           removedClusters: 0,
           removedAffiliates: 0,
           trimmedAffiliates: 1
@@ -566,9 +577,9 @@ describe("ClusterStore", () => {
       it("merges updates once unpacked, like any other cluster", () => {
         const store = new ClusterStore()
         store.restore("c1", packedOf(bytes), now)
-        assert.isUndefined(store.update(updateRequest({ affiliateId: "a1", endpoints: [endpoint(3)] }), now + minute))
+        assertApplied(store.update(updateRequest({ affiliateId: "a1", endpoints: [endpoint(3)] }), now + minute))
         assert.deepStrictEqual(store.stats(), { clusters: 1, affiliates: 2, endpoints: 3, watches: 0 })
-        store.delete({ clusterId: "c1", affiliateId: "a2" })
+        store.delete({ clusterId: "c1", affiliateId: "a2" }, now)
         assert.deepStrictEqual(plainList(store.list("c1")), [af("a1", "data-a1", [endpoint(1), endpoint(3)])])
       })
 

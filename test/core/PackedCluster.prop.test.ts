@@ -9,6 +9,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import fc from "fast-check"
 import { ClusterStore } from "../../src/core/server/ClusterStore.ts"
+import { ResourceExhausted } from "../../src/ports/DiscoveryError.ts"
 import { decode, encode } from "../../src/core/server/SnapshotCodec.ts"
 import type { WatchSink } from "../../src/ports/ClusterApi.ts"
 import { generatedEntry, now } from "../storage/fixtures/snapshots.ts"
@@ -105,11 +106,14 @@ describe("packed clusters", () => {
                 data: s.data,
                 endpoints: s.endpoints
               })
-              both((store) => store.update(request, time + s.ttl * second)?._tag)
+              both((store) => {
+                const result = store.update(request, time + s.ttl * second)
+                return result instanceof ResourceExhausted ? result._tag : result.cause
+              })
               break
             }
             case "delete":
-              both((store) => store.delete({ clusterId: s.cluster, affiliateId: s.affiliate }))
+              both((store) => store.delete({ clusterId: s.cluster, affiliateId: s.affiliate }, time))
               break
             case "list":
               both((store) => plainList(store.list(s.cluster)))

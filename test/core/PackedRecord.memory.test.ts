@@ -47,7 +47,7 @@ describe("packed clusters' memory", () => {
     await collect()
     const before = process.memoryUsage().arrayBuffers
     const store = usedStore(bytes)
-    store.delete({ clusterId: "c1", affiliateId: "a1" })
+    store.delete({ clusterId: "c1", affiliateId: "a1" }, 0)
     await collect()
     assert.isBelow(process.memoryUsage().arrayBuffers - before, size / 4)
   })

@@ -281,17 +281,21 @@ export const helloResponseFromProto = (message: ProtoHelloResponse): HelloRespon
 
 /**
  * Builds the port's AffiliateUpdateRequest; absent data stays absent and the
- * TTL goes through `ttlFromProto`.
+ * TTL goes through `ttlFromProto`. The caller's address explains the change.
  *
  * @category codecs
  * @since 0.1.0
  */
-export const affiliateUpdateRequestFromProto = (message: ProtoAffiliateUpdateRequest): AffiliateUpdateRequest => ({
+export const affiliateUpdateRequestFromProto = (
+  message: ProtoAffiliateUpdateRequest,
+  clientAddress?: Uint8Array | undefined
+): AffiliateUpdateRequest => ({
   clusterId: message.clusterId,
   affiliateId: message.affiliateId,
   data: message.affiliateData,
   endpoints: message.affiliateEndpoints,
-  ttl: ttlFromProto(message.ttl)
+  ttl: ttlFromProto(message.ttl),
+  clientAddress
 })
 
 /**
@@ -318,9 +322,13 @@ export const affiliateUpdateRequestToProto = (request: AffiliateUpdateRequest): 
  * @category codecs
  * @since 0.1.0
  */
-export const affiliateDeleteRequestFromProto = (message: ProtoAffiliateDeleteRequest): AffiliateDeleteRequest => ({
+export const affiliateDeleteRequestFromProto = (
+  message: ProtoAffiliateDeleteRequest,
+  clientAddress?: Uint8Array | undefined
+): AffiliateDeleteRequest => ({
   clusterId: message.clusterId,
-  affiliateId: message.affiliateId
+  affiliateId: message.affiliateId,
+  clientAddress
 })
 
 /**

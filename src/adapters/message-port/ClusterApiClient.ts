@@ -16,7 +16,15 @@ import { Effect, type Fiber } from "effect"
 import { CallDeadline } from "../../ports/CallDeadline.ts"
 import type { StoreStats } from "../../core/server/ClusterStore.ts"
 import { watchFromSubscribe } from "../../core/server/pushedWatch.ts"
-import type { HelloRequest, WatchRequest, WatchSink, WatchStart } from "../../ports/ClusterApi.ts"
+import type { ChangeRecord } from "../../ports/ChangeCause.ts"
+import type {
+  AffiliateDeleteRequest,
+  ClusterRequest,
+  HelloRequest,
+  WatchRequest,
+  WatchSink,
+  WatchStart
+} from "../../ports/ClusterApi.ts"
 import { ClusterApi } from "../../ports/ClusterApi.ts"
 import { type DiscoveryError, lostUpdateMessage, SubscriptionLost, Unavailable } from "../../ports/DiscoveryError.ts"
 import { ownBytes, toWireUpdate } from "./compact.ts"
@@ -42,6 +50,8 @@ export interface Connection {
   readonly limiter: TokenReservations
   /** The state's counts (when the host serves them). */
   readonly stats: Effect.Effect<StoreStats, DiscoveryError>
+  /** A cluster's last changes (when the host serves them). */
+  readonly history: (request: ClusterRequest) => Effect.Effect<ReadonlyArray<ChangeRecord>, DiscoveryError>
 }
 
 const ownerGone = () => new Unavailable({ message: "state owner is gone" })
@@ -187,7 +197,9 @@ export const connect = (
         request.clientAddress === undefined ? request : { ...request, clientAddress: ownBytes(request.clientAddress) }
       ),
       affiliateUpdate: call("affiliateUpdate", toWireUpdate),
-      affiliateDelete: call("affiliateDelete"),
+      affiliateDelete: call("affiliateDelete", (request: AffiliateDeleteRequest) =>
+        request.clientAddress === undefined ? request : { ...request, clientAddress: ownBytes(request.clientAddress) }
+      ),
       list: call("list"),
       watch: watchFromSubscribe(subscribe),
       subscribe
@@ -217,7 +229,12 @@ export const connect = (
         }),
       release: (key) => Effect.sync(() => post({ id: 0, op: "release", key }))
     }
-    return { api, limiter, stats: call<StoreStats>("stats")(undefined) }
+    return {
+      api,
+      limiter,
+      stats: call<StoreStats>("stats")(undefined),
+      history: call<ReadonlyArray<ChangeRecord>>("history")
+    }
   })
 
 /**

@@ -11,8 +11,10 @@
  */
 import type { MessagePort } from "node:worker_threads"
 import { Cause, Context, Deferred, Effect, Exit, Fiber, Scope } from "effect"
+import type { ChangeRecord, WatchEndCause } from "../../ports/ChangeCause.ts"
+import { WatchLeaving } from "../../ports/WatchLeaving.ts"
 import type { StoreStats } from "../../core/server/ClusterStore.ts"
-import type { AffiliateView, ClusterApi, WatchDelta, WatchRequest } from "../../ports/ClusterApi.ts"
+import type { AffiliateView, ClusterApi, ClusterRequest, WatchDelta, WatchRequest } from "../../ports/ClusterApi.ts"
 import type { DiscoveryError, SubscriptionLost, Unavailable } from "../../ports/DiscoveryError.ts"
 import { fromWireUpdate, ownAffiliate, ownBytes, ownStart, type WireUpdate } from "./compact.ts"
 import { Outbox } from "./Outbox.ts"
@@ -40,6 +42,10 @@ export interface HostOptions {
   readonly codec?: DeltaCodec | undefined
   /** The state's counts, for the other side's landing page. */
   readonly stats?: Effect.Effect<StoreStats> | undefined
+  /** A cluster's last changes, for the other side's inspect page. */
+  readonly history?:
+    | ((request: ClusterRequest) => Effect.Effect<ReadonlyArray<ChangeRecord>, DiscoveryError>)
+    | undefined
   /** Told of each batch posted to the other side, with its approximate size in bytes. */
   readonly onPosted?: ((bytes: number) => void) | undefined
 }
@@ -180,6 +186,10 @@ export const serve = (
           )
         case "stats":
           return options.stats ?? Effect.die(new Error("this host serves no stats"))
+        case "history":
+          return options.history === undefined
+            ? Effect.die(new Error("this host serves no history"))
+            : options.history(message.request as ClusterRequest)
         default:
           return Effect.die(new Error(`not a unary operation: ${message.op}`))
       }
@@ -228,6 +238,9 @@ export const serve = (
     }
 
     const limiter = options.limiter
+    /** Set when the host stops: the watches it ends then leave because the thread they served stopped. */
+    let stopping = false
+    const leaving = () => (stopping ? "thread_stopped" : "client_gone") as WatchEndCause
 
     const onRequest = (message: Request) => {
       if ("deadline" in message && message.deadline !== undefined && Date.now() >= message.deadline) {
@@ -242,7 +255,9 @@ export const serve = (
           return
         }
         case "watch": {
-          const fiber = runFork(watch(message.id, message.request as WatchRequest))
+          const fiber = runFork(
+            Effect.provideService(watch(message.id, message.request as WatchRequest), WatchLeaving, leaving)
+          )
           watches.set(message.id, fiber)
           fiber.addObserver(() => watches.delete(message.id))
           return
@@ -269,6 +284,7 @@ export const serve = (
     port.on("message", onMessage)
     yield* Effect.addFinalizer(() =>
       Effect.gen(function* () {
+        stopping = true
         port.off("message", onMessage)
         for (const fiber of watches.values()) yield* Fiber.interrupt(fiber)
         watches.clear()

@@ -60,12 +60,21 @@ export type WireUpdate = Omit<AffiliateUpdateRequest, "ttl"> & { readonly ttlMil
  * @category codecs
  * @since 0.1.0
  */
-export const toWireUpdate = ({ ttl, data, endpoints, ...request }: AffiliateUpdateRequest): WireUpdate => ({
-  ...request,
-  data: data === undefined ? undefined : ownBytes(data),
-  endpoints: endpoints.map(ownBytes),
-  ttlMillis: Duration.toMillis(ttl)
-})
+export const toWireUpdate = ({
+  ttl,
+  data,
+  endpoints,
+  clientAddress,
+  ...request
+}: AffiliateUpdateRequest): WireUpdate => {
+  const wire = {
+    ...request,
+    data: data === undefined ? undefined : ownBytes(data),
+    endpoints: endpoints.map(ownBytes),
+    ttlMillis: Duration.toMillis(ttl)
+  }
+  return clientAddress === undefined ? wire : { ...wire, clientAddress: ownBytes(clientAddress) }
+}
 
 /**
  * An AffiliateUpdate back from the port.

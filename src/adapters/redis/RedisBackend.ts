@@ -20,8 +20,11 @@
  * @since 0.1.0
  */
 import { randomBytes } from "node:crypto"
+import { hostname } from "node:os"
 import type { Scope } from "effect"
-import { Effect, Layer } from "effect"
+import { Duration, Effect, Layer } from "effect"
+import type { ChangeCause, ChangeRecord } from "../../ports/ChangeCause.ts"
+import { changeCauses } from "../../ports/ChangeCause.ts"
 import { LimitMessages, Limits } from "../../core/server/limits.ts"
 import type { AffiliateView } from "../../ports/ClusterApi.ts"
 import { ResourceExhausted, Unavailable } from "../../ports/DiscoveryError.ts"
@@ -60,6 +63,8 @@ export interface RedisBackendOptions extends RedisOptions {
   readonly watchLeaseMillis?: number | undefined
   /** Period of the probe of Redis (incarnation, flush, counts, holds), in milliseconds (default 1000). */
   readonly probeIntervalMillis?: number | undefined
+  /** How this instance is named in the causes of the changes it applies (default `<host name>/<process ID>`). */
+  readonly instanceName?: string | undefined
 }
 
 /**
@@ -83,6 +88,7 @@ const scripts = {
   snapshot: script(Scripts.snapshot),
   sweep: script(Scripts.sweep),
   probe: script(Scripts.probe),
+  readHistory: script(Scripts.readHistory),
   renewHeld: script(Scripts.renewHeld),
   release: script(Scripts.release),
   countClusters: script(Scripts.countClusters)
@@ -136,6 +142,51 @@ const unavailableOnly = <A>(run: () => Promise<A>): Effect.Effect<A, Unavailable
     }
   })
 
+/** Most changes `history` reads from a cluster's log. */
+const historyLength = 64
+
+const hexOf = (address: Uint8Array | undefined): string =>
+  address === undefined ? "" : Buffer.from(address.buffer, address.byteOffset, address.length).toString("hex")
+
+/** Facts as the scripts write them (see `scripts.ts`). */
+interface LoggedFacts {
+  readonly at?: number
+  readonly ttl?: number
+  readonly exp?: number
+  readonly left?: number
+  readonly n?: number
+  readonly ip?: string
+  readonly i?: string
+}
+
+/** A change of a cluster's log as a record; `undefined` for an entry written before causes were logged. */
+const historyEntryOf = (clusterId: string, entry: Reply): ChangeRecord | undefined => {
+  const [id, fields] = entry as [Buffer, ReadonlyArray<Buffer>]
+  let affiliateId: string | undefined
+  let cause: string | undefined
+  let facts: LoggedFacts = {}
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    const name = fields[i]!.toString()
+    if (name === "a") affiliateId = fields[i + 1]!.toString("utf8")
+    else if (name === "c") cause = fields[i + 1]!.toString()
+    else if (name === "f") facts = JSON.parse(fields[i + 1]!.toString()) as LoggedFacts
+  }
+  if (cause === undefined || !changeCauses.includes(cause as ChangeCause)) return undefined
+  return {
+    clusterId,
+    affiliateId,
+    cause: cause as ChangeCause,
+    revision: Number(id.toString().slice(2)),
+    at: facts.at ?? 0,
+    ttlMillis: facts.ttl,
+    expiresAt: facts.exp,
+    leftMillis: facts.left,
+    endpoints: facts.n,
+    clientAddress: facts.ip === undefined ? undefined : new Uint8Array(Buffer.from(facts.ip, "hex")),
+    instance: facts.i
+  }
+}
+
 const affiliatesOf = (pairs: Reply): Map<string, AffiliateView> => {
   const affiliates = new Map<string, AffiliateView>()
   const list = pairs as ReadonlyArray<Buffer>
@@ -163,6 +214,9 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
     const leaseMillis = options.watchLeaseMillis ?? 30_000
     const lease = String(leaseMillis)
     const epoch = randomBytes(6).toString("base64url")
+    const instance = options.instanceName ?? `${hostname()}/${process.pid}`
+    /** Clusters dropped when this instance let go of their last watch, reported with the next GC pass. */
+    let droppedSince: Array<ChangeRecord> = []
     const redis = new RedisConnection(options, "discovery")
     const keysOf = (clusterId: string) => scriptKeys(redis, keys, clusterId)
     const settle = (clusterId: string, reply: Reply) => settled(redis, keys, clusterId, reply, undefined, leaseMillis)
@@ -201,6 +255,7 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
     /** Lets go of a cluster this instance stopped watching (see `release` in scripts.ts). */
     const release = async (clusterId: string): Promise<void> => {
       const released = await redis.run(scripts.release, keysOf(clusterId), [clusterId])
+      if (released === 1) droppedSince.push({ clusterId, cause: "cluster_dropped", at: Date.now(), instance })
       if (redis.cluster && released === 1) await redis.send(["ZREM", keys.held, clusterId], keys.held)
     }
     const feed = new ChangeFeed({
@@ -268,7 +323,11 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
       }
     }
 
-    const sweepCluster = async (clusterId: string, now: number): Promise<[number, number, boolean]> => {
+    const sweepCluster = async (
+      clusterId: string,
+      now: number,
+      changes: Array<ChangeRecord>
+    ): Promise<[number, number, boolean]> => {
       let removed = 0
       let trimmed = 0
       let emptied = false
@@ -282,12 +341,27 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
             epoch,
             logLength,
             retention,
-            lease
+            lease,
+            instance
           ])
-        )) as ReadonlyArray<number>
-        removed += reply[0]!
-        trimmed += reply[1]!
+        )) as [number, number, number, number, ReadonlyArray<Reply>]
+        removed += reply[0]
+        trimmed += reply[1]
         emptied ||= reply[3] === 1
+        const made = reply[4]
+        for (let i = 0; i + 4 < made.length; i += 5) {
+          const removedEndpoints = Number(made[i + 4])
+          changes.push({
+            clusterId,
+            affiliateId: String(made[i]),
+            cause: String(made[i + 1]) as ChangeCause,
+            revision: Number(made[i + 2]),
+            at: now,
+            expiresAt: Number(made[i + 3]),
+            endpoints: removedEndpoints > 0 ? removedEndpoints : undefined,
+            instance
+          })
+        }
         if (reply[2] !== 1) return [removed, trimmed, emptied]
       }
     }
@@ -355,6 +429,8 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
       let removedClusters = 0
       let removedAffiliates = 0
       let trimmedAffiliates = 0
+      const changes = droppedSince
+      droppedSince = []
       for (;;) {
         const due = (await redis.send(
           ["ZRANGE", keys.index, "-inf", String(now), "BYSCORE", "LIMIT", "0", String(indexBatch)],
@@ -362,23 +438,27 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
         )) as ReadonlyArray<Buffer>
         for (const id of due) {
           const clusterId = id.toString("utf8")
-          const [removed, trimmed, emptied] = await sweepCluster(clusterId, now)
+          const [removed, trimmed, emptied] = await sweepCluster(clusterId, now, changes)
           removedAffiliates += removed
           trimmedAffiliates += trimmed
           // a cluster watched here stays held, as in memory
-          if (emptied && !feed.watching(clusterId)) removedClusters++
+          if (emptied && !feed.watching(clusterId)) {
+            removedClusters++
+            changes.push({ clusterId, cause: "cluster_dropped", at: now, instance })
+          }
         }
         if (due.length < indexBatch) break
       }
       await refreshStats()
-      return { removedClusters, removedAffiliates, trimmedAffiliates }
+      return { removedClusters, removedAffiliates, trimmedAffiliates, changes }
     }
 
     return {
       available: () => redis.ready,
       clusterCount: unavailableOnly(countClusters),
       update: (request, expiresAt) =>
-        attempt(async () => {
+        attempt(async (): Promise<ChangeRecord> => {
+          const now = expiresAt - Duration.toMillis(request.ttl)
           const reply = await withPlace(redis, keys, request.clusterId, place, (reserved) =>
             redis.run(scripts.update, keysOf(request.clusterId), [
               request.clusterId,
@@ -395,22 +475,77 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
               logLength,
               retention,
               reserved,
+              hexOf(request.clientAddress),
+              instance,
+              String(now),
               ...request.endpoints.map((blob) => Buffer.from(blob.buffer, blob.byteOffset, blob.length))
             ])
           )
-          await settle(request.clusterId, reply)
+          const [revision, cause, left, added, expiry] = (await settle(request.clusterId, reply)) as [
+            number,
+            Buffer,
+            number,
+            number,
+            number
+          ]
+          const known = cause.toString() as ChangeCause
+          return {
+            clusterId: request.clusterId,
+            affiliateId: request.affiliateId,
+            cause: known,
+            revision: revision === 0 ? undefined : revision,
+            at: now,
+            ttlMillis: expiresAt - now,
+            expiresAt: expiry,
+            leftMillis: known === "created" ? undefined : left,
+            endpoints: added > 0 ? added : undefined,
+            clientAddress: request.clientAddress,
+            instance
+          }
         }),
-      delete: (request) =>
-        unavailableOnly(async () => {
+      delete: (request, now) =>
+        unavailableOnly(async (): Promise<ReadonlyArray<ChangeRecord>> => {
           const reply = await redis.run(scripts.remove, keysOf(request.clusterId), [
             request.clusterId,
             request.affiliateId,
             epoch,
             logLength,
             retention,
-            lease
+            lease,
+            hexOf(request.clientAddress),
+            instance,
+            String(now)
           ])
-          await settle(request.clusterId, reply)
+          const [revision, expiry, dropped] = (await settle(request.clusterId, reply)) as [number, number, number]
+          if (revision === 0) return []
+          const deleted: ChangeRecord = {
+            clusterId: request.clusterId,
+            affiliateId: request.affiliateId,
+            cause: "deleted",
+            revision,
+            at: now,
+            expiresAt: expiry,
+            leftMillis: expiry - now,
+            clientAddress: request.clientAddress,
+            instance
+          }
+          return dropped === 1 && !feed.watching(request.clusterId)
+            ? [deleted, { clusterId: request.clusterId, cause: "cluster_dropped", at: now, instance }]
+            : [deleted]
+        }),
+      history: (clusterId) =>
+        unavailableOnly(async () => {
+          const own = keys.cluster(clusterId)
+          const [, entries] = (await redis.run(scripts.readHistory, [own.meta, own.log], [String(historyLength)])) as [
+            Buffer,
+            ReadonlyArray<Reply>
+          ]
+          const records: Array<ChangeRecord> = []
+          for (const entry of entries) {
+            const record = historyEntryOf(clusterId, entry)
+            if (record !== undefined) records.push(record)
+          }
+          return records
         }),
       list: (clusterId) =>
         unavailableOnly(async () => [
@@ -429,7 +564,11 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
           }),
           (subscription) => (subscription === undefined ? Effect.interrupt : Effect.succeed(subscription))
         ),
-      unsubscribe: (clusterId, sink) => Effect.sync(() => feed.unsubscribe(clusterId, sink)),
+      unsubscribe: (clusterId, sink) =>
+        Effect.sync(() => {
+          feed.unsubscribe(clusterId, sink)
+          return undefined
+        }),
       collectGarbage: (now) => unavailableOnly(() => collectGarbage(now)),
       refreshStats: unavailableOnly(refreshStats),
       drained: unavailableOnly(() => feed.drained()),

@@ -26,6 +26,10 @@
  * anything. Data loaded into a running process by hand (RESTORE, DEBUG
  * RELOAD) is not seen: restart Redis after a restore.
  *
+ * Each log entry also holds its cause (`c`, see `ChangeCause`) and the facts
+ * that explain it (`f`, JSON: `at`, `ttl`, `exp`, `left`, `n` endpoints, `ip`
+ * the client's address in hex, `i` the instance that applied it).
+ *
  * A record is `>dHH` (expiry, data length, endpoint count), the data, then
  * for each endpoint `>dH` (expiry, length) and its bytes; times are
  * milliseconds since the epoch, as the core's clock gives them.
@@ -211,13 +215,23 @@ local function revision(epoch)
   return redis.call('HINCRBY', M, 'rev', 1)
 end
 
-local function log(rev, maxlen, aid, record)
+-- Appends change 'rev' of affiliate 'aid' (its record, or nil when removed)
+-- with its cause and facts (a table, see the header).
+local function log(rev, maxlen, aid, record, cause, facts)
+  local f = cjson.encode(facts)
   if record then
-    redis.call('XADD', S, 'MAXLEN', '~', maxlen, '0-' .. rev, 'a', aid, 'r', record)
+    redis.call('XADD', S, 'MAXLEN', '~', maxlen, '0-' .. rev, 'a', aid, 'r', record, 'c', cause, 'f', f)
   else
-    redis.call('XADD', S, 'MAXLEN', '~', maxlen, '0-' .. rev, 'a', aid)
+    redis.call('XADD', S, 'MAXLEN', '~', maxlen, '0-' .. rev, 'a', aid, 'c', cause, 'f', f)
   end
   redis.call('SPUBLISH', N, rev .. ' ' .. epochOf)
+end
+
+-- The facts of a change a call made: when, from which client, on which instance.
+local function callFacts(at, ip, instance)
+  local facts = { at = at, i = instance }
+  if ip ~= '' then facts.ip = ip end
+  return facts
 end
 
 -- A cluster without affiliates keeps its meta and log for a while (its
@@ -237,9 +251,12 @@ end
  * AffiliateUpdate. ARGV: cluster ID, affiliate ID, expiry, 1 when data is
  * given (non-empty), data, max affiliates, max endpoints, max clusters,
  * epoch for a new cluster, log length, retention of an empty cluster (ms),
- * -1 when a place under the cap was reserved (see capRefusal), then the endpoints.
- * Its result is the new revision, 0 when nothing a watcher can see changed;
- * or an error reply `LIMIT <which>` having written nothing.
+ * -1 when a place under the cap was reserved (see capRefusal), the client's
+ * address (hex, or empty), this instance, now (ms), then the endpoints.
+ * Its result is the new revision (0 when nothing a watcher can see changed),
+ * the cause, how long the previous expiry still had to run, the endpoints
+ * added and the affiliate's expiry; or an error reply `LIMIT <which>` having
+ * written nothing.
  *
  * @category models
  * @since 0.1.0
@@ -249,7 +266,8 @@ local cid, aid, exp = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local hasData, data = ARGV[4] == '1', ARGV[5]
 local maxAffiliates, maxEndpoints, maxClusters = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local epoch, maxlen, retention, outside = ARGV[9], ARGV[10], ARGV[11], tonumber(ARGV[12])
-local first = 13
+local ip, instance, now = ARGV[13], ARGV[14], tonumber(ARGV[15])
+local first = 16
 
 local record = redis.call('HGET', A, aid)
 local aff
@@ -279,10 +297,13 @@ end
 if #aff.eps + #added > maxEndpoints then return redis.error_reply('LIMIT endpoints') end
 
 local changed = created
+local left = aff.exp - now
+local dataChanged = false
 if hasData then
   if data ~= aff.data then
     aff.data = data
     changed = true
+    dataChanged = true
   end
   aff.exp = exp
 end
@@ -302,27 +323,37 @@ redis.call('ZADD', X, score(due(aff)), aid)
 local nextDue = reindex(cid, nil, wasEmpty)
 if created then count('affiliates', 1) end
 count('endpoints', #added)
-if not changed then return settled(0, nextDue) end
+local cause = created and 'created' or dataChanged and 'data_changed' or changed and 'endpoints_added' or 'ttl_refreshed'
+if created then left = 0 end
+if not changed then return settled({ 0, cause, left, 0, aff.exp }, nextDue) end
 local rev = revision(epoch)
-log(rev, maxlen, aid, record)
+local facts = callFacts(now, ip, instance)
+facts.ttl = exp - now
+facts.exp = aff.exp
+if not created then facts.left = left end
+if #added > 0 then facts.n = #added end
+log(rev, maxlen, aid, record, cause, facts)
 -- a cluster with affiliates before keeps its meta and log for good already
 if wasEmpty then retain(retention) end
-return settled(rev, nextDue)
+return settled({ rev, cause, left, #added, aff.exp }, nextDue)
 `
 
 /**
  * AffiliateDelete. ARGV: cluster ID, affiliate ID, epoch for a new cluster,
  * log length, retention of an empty cluster (ms), lease of a watched empty
- * cluster (ms). Its result is the new revision, or 0 when the affiliate did
- * not exist.
+ * cluster (ms), the client's address (hex, or empty), this instance, now
+ * (ms). Its result is the new revision (0 when the affiliate did not exist),
+ * the affiliate's expiry, and 1 when the cluster is left with no affiliate
+ * and no watcher.
  *
  * @category models
  * @since 0.1.0
  */
 export const remove = `${prelude}
 local cid, aid, epoch, maxlen, retention, lease = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local ip, instance, now = ARGV[7], ARGV[8], tonumber(ARGV[9])
 local record = redis.call('HGET', A, aid)
-if not record then return settled(0, reindex(cid)) end
+if not record then return settled({ 0, 0, 0 }, reindex(cid)) end
 local aff = decode(record)
 redis.call('HDEL', A, aid)
 redis.call('ZREM', X, aid)
@@ -330,9 +361,13 @@ local nextDue = reindex(cid, lease)
 count('affiliates', -1)
 count('endpoints', -#aff.eps)
 local rev = revision(epoch)
-log(rev, maxlen, aid, nil)
+local facts = callFacts(now, ip, instance)
+facts.exp = aff.exp
+facts.left = aff.exp - now
+log(rev, maxlen, aid, nil, 'deleted', facts)
 retain(retention)
-return settled(rev, nextDue)
+local dropped = (redis.call('HLEN', A) == 0 and not watched()) and 1 or 0
+return settled({ rev, aff.exp, dropped }, nextDue)
 `
 
 /**
@@ -372,18 +407,31 @@ return { meta[1], meta[2], redis.call('HGETALL', A) }
  * cluster at once: each looks again inside the script, so an expiry is
  * applied and announced exactly once. ARGV: cluster ID, now, limit, epoch
  * for a new cluster, log length, retention of an empty cluster (ms), lease
- * of a watched empty cluster (ms).
- * Its result is removed and trimmed affiliates, 1 when more may be due, and
- * 1 when the sweep removed the cluster's last affiliate.
+ * of a watched empty cluster (ms), this instance.
+ * Its result is removed and trimmed affiliates, 1 when more may be due,
+ * 1 when the sweep removed the cluster's last affiliate, and each change as
+ * affiliate ID, cause, revision, the expiry reached and the endpoints removed.
  *
  * @category models
  * @since 0.1.0
  */
 export const sweep = `${prelude}
 local cid, now, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local epoch, maxlen, retention, lease = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local epoch, maxlen, retention, lease, instance = ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 local ids = redis.call('ZRANGE', X, '-inf', now, 'BYSCORE', 'LIMIT', 0, limit)
 local removed, trimmed = 0, 0
+local changes = {}
+local function expired(aid, cause, exp, n)
+  local rev = revision(epoch)
+  local facts = { at = now, i = instance, exp = exp }
+  if n > 0 then facts.n = n end
+  changes[#changes + 1] = aid
+  changes[#changes + 1] = cause
+  changes[#changes + 1] = rev
+  changes[#changes + 1] = exp
+  changes[#changes + 1] = n
+  return rev, facts
+end
 for _, aid in ipairs(ids) do
   local record = redis.call('HGET', A, aid)
   if not record then
@@ -395,17 +443,23 @@ for _, aid in ipairs(ids) do
       redis.call('ZREM', X, aid)
       count('affiliates', -1)
       count('endpoints', -#aff.eps)
-      log(revision(epoch), maxlen, aid, nil)
+      local rev, facts = expired(aid, 'affiliate_expired', aff.exp, #aff.eps)
+      log(rev, maxlen, aid, nil, 'affiliate_expired', facts)
       removed = removed + 1
     else
       local kept = {}
-      for _, ep in ipairs(aff.eps) do if ep.e > now then kept[#kept + 1] = ep end end
+      local last = 0
+      for _, ep in ipairs(aff.eps) do
+        if ep.e > now then kept[#kept + 1] = ep elseif ep.e > last then last = ep.e end
+      end
       if #kept < #aff.eps then
-        count('endpoints', #kept - #aff.eps)
+        local gone = #aff.eps - #kept
+        count('endpoints', -gone)
         aff.eps = kept
         record = encode(aff)
         redis.call('HSET', A, aid, record)
-        log(revision(epoch), maxlen, aid, record)
+        local rev, facts = expired(aid, 'endpoint_expired', last, gone)
+        log(rev, maxlen, aid, record, 'endpoint_expired', facts)
         trimmed = trimmed + 1
       end
       redis.call('ZADD', X, score(due(aff)), aid)
@@ -415,7 +469,7 @@ end
 local nextDue = reindex(cid, removed > 0 and lease or nil)
 if removed + trimmed > 0 then retain(retention) end
 local emptied = (removed > 0 and redis.call('HLEN', A) == 0) and 1 or 0
-return settled({ removed, trimmed, #ids == limit and 1 or 0, emptied }, nextDue)
+return settled({ removed, trimmed, #ids == limit and 1 or 0, emptied, changes }, nextDue)
 `
 
 /**
@@ -444,7 +498,9 @@ for i = 7, #ARGV - 1, 2 do
   redis.call('ZADD', X, score(due(aff)), aid)
   count('affiliates', 1)
   count('endpoints', #aff.eps)
-  log(revision(epoch), maxlen, aid, record)
+  local facts = { at = nowMillis(), exp = aff.exp }
+  if #aff.eps > 0 then facts.n = #aff.eps end
+  log(revision(epoch), maxlen, aid, record, 'created', facts)
   restored = restored + 1
 end
 local nextDue = reindex(cid, nil, true)
@@ -468,6 +524,21 @@ export const readLog = `${clockAndIdentity}
 local meta = redis.call('HMGET', KEYS[1], 'epoch', 'inc')
 if not meta[1] or meta[2] ~= readIncarnation() then return { '', {} } end
 return { meta[1], redis.call('XRANGE', KEYS[2], ARGV[1], ARGV[2], 'COUNT', ARGV[3]) }
+`
+
+/**
+ * A cluster's last changes, newest first, with the epoch they belong to, in
+ * one step (as `readLog`). KEYS: the cluster's meta and log. ARGV: most
+ * entries. Its result is the epoch (empty when the meta is gone or another
+ * incarnation of Redis started it) and the entries.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const readHistory = `${clockAndIdentity}
+local meta = redis.call('HMGET', KEYS[1], 'epoch', 'inc')
+if not meta[1] or meta[2] ~= readIncarnation() then return { '', {} } end
+return { meta[1], redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', ARGV[1]) }
 `
 
 /**

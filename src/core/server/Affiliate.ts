@@ -60,6 +60,22 @@ export type AffiliateExpiry = "kept" | "trimmed" | "expired"
 
 const builder = new BinaryStringBuilder()
 
+/**
+ * A merge changed the data (see `Affiliate.merge`).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const mergedData = 1
+
+/**
+ * A merge added endpoints (see `Affiliate.merge`).
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const mergedEndpoints = 2
+
 /** Arrays of doubles of each length a layout can have without a huge snapshot entry, copied by `layoutOf`. */
 const templates: Array<Array<number>> = []
 
@@ -196,10 +212,10 @@ export class Affiliate implements AffiliateEntry {
 
   /**
    * Applies an update that already passed every limit check, expiring at
-   * `expiresAt`. Stored bytes are copies. Returns whether a watcher can see a
-   * difference.
+   * `expiresAt`. Stored bytes are copies. Returns what a watcher can see
+   * changed: `mergedData`, `mergedEndpoints`, both (or-ed), or 0 for nothing.
    */
-  merge(data: Uint8Array | undefined, blobs: ReadonlyArray<Uint8Array>, expiresAt: number): boolean {
+  merge(data: Uint8Array | undefined, blobs: ReadonlyArray<Uint8Array>, expiresAt: number): number {
     const layout = this.layout
     let newData: Uint8Array | undefined
     if (data !== undefined && data.length > 0) {
@@ -215,10 +231,20 @@ export class Affiliate implements AffiliateEntry {
       } else if (added === undefined) added = [blob]
       else if (!isAmong(added, blob)) added.push(blob)
     }
-    const changed = newData !== undefined || added !== undefined
-    if (changed) this.rebuild(newData, added ?? [], expiresAt)
+    const changed = (newData === undefined ? 0 : mergedData) | (added === undefined ? 0 : mergedEndpoints)
+    if (changed !== 0) this.rebuild(newData, added ?? [], expiresAt)
     if (this.layout[0]! < expiresAt) this.layout[0] = expiresAt
     return changed
+  }
+
+  /** The latest expiry among the endpoints that expire at `now` (see `expire`), or `undefined` when none does. */
+  lastEndpointExpiryBy(now: number): number | undefined {
+    const layout = this.layout
+    let latest: number | undefined
+    for (let j = 2; j < layout.length; j += 2) {
+      if (layout[j]! <= now && (latest === undefined || layout[j]! > latest)) latest = layout[j]!
+    }
+    return latest
   }
 
   /**

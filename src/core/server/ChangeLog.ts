@@ -1,10 +1,12 @@
 /**
  * The last changes of one cluster, kept so that a watcher that reconnects can
  * be sent only what it missed: a ring of at most `capacity` deltas in
- * revision order, with no gap.
+ * revision order, with no gap, each with the record of its cause (the
+ * cluster's history, as the inspect page shows it).
  *
  * @since 0.1.0
  */
+import type { ChangeRecord } from "../../ports/ChangeCause.ts"
 import type { WatchDelta } from "../../ports/ClusterApi.ts"
 
 /**
@@ -15,6 +17,7 @@ import type { WatchDelta } from "../../ports/ClusterApi.ts"
  */
 export class ChangeLog {
   private readonly entries: Array<WatchDelta> = []
+  private readonly records: Array<ChangeRecord | undefined> = []
   /** Where the oldest entry is, once the ring is full. */
   private head = 0
   private readonly capacity: number
@@ -28,14 +31,30 @@ export class ChangeLog {
     return this.entries.length
   }
 
-  /** Appends the next change (its revision follows the last one's), dropping the oldest when full. */
-  push(delta: WatchDelta): void {
+  /**
+   * Appends the next change (its revision follows the last one's), with the
+   * record of its cause when the caller keeps one, dropping the oldest when full.
+   */
+  push(delta: WatchDelta, record?: ChangeRecord): void {
     if (this.entries.length < this.capacity) {
       this.entries.push(delta)
+      this.records.push(record)
       return
     }
     this.entries[this.head] = delta
+    this.records[this.head] = record
     this.head = (this.head + 1) % this.capacity
+  }
+
+  /** The records of the changes it holds, newest first. */
+  history(): Array<ChangeRecord> {
+    const length = this.records.length
+    const result: Array<ChangeRecord> = []
+    for (let i = 0; i < length; i++) {
+      const record = this.records[(this.head + length - 1 - i) % length]
+      if (record !== undefined) result.push(record)
+    }
+    return result
   }
 
   /**

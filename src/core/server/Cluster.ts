@@ -7,6 +7,7 @@
  *
  * @since 0.1.0
  */
+import type { ChangeRecord } from "../../ports/ChangeCause.ts"
 import type { AffiliateView, WatchDelta, WatchSink } from "../../ports/ClusterApi.ts"
 import type { Affiliate } from "./Affiliate.ts"
 import { ChangeLog } from "./ChangeLog.ts"
@@ -127,28 +128,28 @@ export class Cluster implements ClusterEntry {
     return this.#snapshot
   }
 
-  /** Publishes the full current state of an affiliate. */
-  publishUpdated(affiliate: Affiliate): void {
+  /** Publishes the full current state of an affiliate, `record` saying why (its revision is the next one). */
+  publishUpdated(affiliate: Affiliate, record: ChangeRecord): void {
     this.#snapshot = undefined
     if (this.watcherCount === 0 && this.log === undefined) {
       this.revision++
       return
     }
-    this.publish({ _tag: "Updated", revision: ++this.revision, affiliate: affiliate.view() })
+    this.publish({ _tag: "Updated", revision: ++this.revision, affiliate: affiliate.view() }, record)
   }
 
-  /** Publishes the removal of an affiliate. */
-  publishDeleted(affiliateId: string): void {
+  /** Publishes the removal of an affiliate, `record` saying why (its revision is the next one). */
+  publishDeleted(affiliateId: string, record: ChangeRecord): void {
     this.#snapshot = undefined
     if (this.watcherCount === 0 && this.log === undefined) {
       this.revision++
       return
     }
-    this.publish({ _tag: "Deleted", revision: ++this.revision, affiliateId })
+    this.publish({ _tag: "Deleted", revision: ++this.revision, affiliateId }, record)
   }
 
-  private publish(event: WatchDelta): void {
-    this.log?.push(event)
+  private publish(event: WatchDelta, record: ChangeRecord): void {
+    this.log?.push(event, record)
     if (this.watcherCount > 0) fanOut(this.sinks!, event, this.release)
   }
 }

@@ -19,10 +19,13 @@ import type {
 } from "../../ports/ClusterApi.ts"
 import type { InvalidArgument, ResourceExhausted, SubscriptionLost } from "../../ports/DiscoveryError.ts"
 import { shuttingDownMessage, Unavailable } from "../../ports/DiscoveryError.ts"
+import type { ChangeRecord, WatchEndCause } from "../../ports/ChangeCause.ts"
+import { WatchLeaving } from "../../ports/WatchLeaving.ts"
 import type { StateBackendShape } from "../../ports/StateBackend.ts"
 import { StateBackend } from "../../ports/StateBackend.ts"
 import type { GcReport, StoreCaps, StoreStats } from "./ClusterStore.ts"
 import { ClusterStore, defaultCaps } from "./ClusterStore.ts"
+import { reportChange, reportChanges, reportWatchEnd } from "./changeReport.ts"
 import * as MemoryBackend from "./MemoryBackend.ts"
 import { watchFromSubscribe } from "./pushedWatch.ts"
 import type { EncodedSnapshot, SkippedRange, SnapshotContents } from "./SnapshotCodec.ts"
@@ -72,6 +75,10 @@ export class ClusterState extends Context.Service<
     readonly list: (
       request: ClusterRequest
     ) => Effect.Effect<ReadonlyArray<AffiliateView>, InvalidArgument | Unavailable>
+    /** The cluster's last changes with their causes, newest first (as many as the backend keeps). */
+    readonly history: (
+      request: ClusterRequest
+    ) => Effect.Effect<ReadonlyArray<ChangeRecord>, InvalidArgument | Unavailable>
     /** A watch: a snapshot (or, resumed, the point it resumed after and the changes since), then every change. */
     readonly watch: (request: WatchRequest) => StreamT.Stream<WatchEvent, WatchError>
     /**
@@ -133,6 +140,14 @@ export class ClusterState extends Context.Service<
 
 const shuttingDown = new Unavailable({ message: shuttingDownMessage })
 
+/** Why a watch its backend or the core ended is over. */
+const endCauseOf = (error: SubscriptionLost | Unavailable): WatchEndCause =>
+  error._tag === "SubscriptionLost"
+    ? "cut_off"
+    : error.message === shuttingDownMessage
+      ? "shutdown"
+      : "backend_unavailable"
+
 /**
  * `discovery_watches_started_total{start}`: watches started with a snapshot
  * (`start="snapshot"`) or resumed with only the changes the watcher missed
@@ -193,23 +208,44 @@ export const makeOn = Effect.fnUntraced(function* (backend: StateBackendShape, s
   const update = (request: AffiliateUpdateRequest) =>
     Effect.flatMap(validateUpdate(request), () =>
       Clock.clockWith((clock) =>
-        backend.update(request, clock.currentTimeMillisUnsafe() + Duration.toMillis(request.ttl))
+        Effect.flatMap(
+          backend.update(request, clock.currentTimeMillisUnsafe() + Duration.toMillis(request.ttl)),
+          reportChange
+        )
       )
     )
 
   const subscribe = (request: WatchRequest, sink: WatchSink) =>
     Effect.flatMap(validateClusterId(request.clusterId), () =>
-      Effect.acquireRelease(
-        Effect.suspend(
-          (): Effect.Effect<WatchStart, ResourceExhausted | Unavailable> =>
-            closed
-              ? Effect.fail(shuttingDown)
-              : Effect.tap(backend.subscribe(request.clusterId, sink, request.resume), (start) =>
-                  Metric.update(start._tag === "Resumed" ? watchesResumed : watchesFromSnapshot, 1)
-                )
-        ),
-        () => backend.unsubscribe(request.clusterId, sink)
-      )
+      Clock.clockWith((clock) => {
+        const opened = clock.currentTimeMillisUnsafe()
+        let ended: WatchEndCause | undefined
+        const watched: WatchSink = {
+          offer: (delta) => sink.offer(delta),
+          end: (error) => {
+            ended ??= endCauseOf(error)
+            sink.end(error)
+          }
+        }
+        return Effect.acquireRelease(
+          Effect.suspend(
+            (): Effect.Effect<WatchStart, ResourceExhausted | Unavailable> =>
+              closed
+                ? Effect.fail(shuttingDown)
+                : Effect.tap(backend.subscribe(request.clusterId, watched, request.resume), (start) =>
+                    Metric.update(start._tag === "Resumed" ? watchesResumed : watchesFromSnapshot, 1)
+                  )
+          ),
+          () =>
+            Effect.gen(function* () {
+              const now = clock.currentTimeMillisUnsafe()
+              const cause = ended ?? (closed ? "shutdown" : (yield* WatchLeaving)())
+              const dropped = yield* backend.unsubscribe(request.clusterId, watched, now)
+              yield* reportWatchEnd(request.clusterId, cause, now - opened)
+              if (dropped !== undefined) yield* reportChange(dropped)
+            })
+        )
+      })
     )
 
   const watch: (request: WatchRequest) => StreamT.Stream<WatchEvent, WatchError> = watchFromSubscribe(subscribe)
@@ -217,11 +253,19 @@ export const makeOn = Effect.fnUntraced(function* (backend: StateBackendShape, s
   return ClusterState.of({
     update,
     delete: (request) =>
-      Effect.flatMap(validateAffiliateIds(request.clusterId, request.affiliateId), () => backend.delete(request)),
+      Effect.flatMap(validateAffiliateIds(request.clusterId, request.affiliateId), () =>
+        Clock.clockWith((clock) =>
+          Effect.flatMap(backend.delete(request, clock.currentTimeMillisUnsafe()), reportChanges)
+        )
+      ),
     list: (request) => Effect.flatMap(validateClusterId(request.clusterId), () => backend.list(request.clusterId)),
+    history: (request) =>
+      Effect.flatMap(validateClusterId(request.clusterId), () => backend.history(request.clusterId)),
     watch,
     subscribe,
-    collectGarbage: Clock.clockWith((clock) => backend.collectGarbage(clock.currentTimeMillisUnsafe())),
+    collectGarbage: Clock.clockWith((clock) =>
+      Effect.tap(backend.collectGarbage(clock.currentTimeMillisUnsafe()), (report) => reportChanges(report.changes))
+    ),
     stats: backend.stats,
     available: backend.available ?? alwaysAvailable,
     exportSnapshot: withStore((store) =>

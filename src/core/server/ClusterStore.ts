@@ -5,6 +5,7 @@
  *
  * @since 0.1.0
  */
+import { Duration } from "effect"
 import type {
   AffiliateDeleteRequest,
   AffiliateUpdateRequest,
@@ -12,9 +13,10 @@ import type {
   ResumePoint,
   WatchSink
 } from "../../ports/ClusterApi.ts"
+import type { ChangeRecord } from "../../ports/ChangeCause.ts"
 import { ResourceExhausted } from "../../ports/DiscoveryError.ts"
 import type { GcReport, StateCaps, StoreStats, Subscription } from "../../ports/StateBackend.ts"
-import { Affiliate, type AffiliateEntry } from "./Affiliate.ts"
+import { Affiliate, type AffiliateEntry, mergedData } from "./Affiliate.ts"
 import { Cluster } from "./Cluster.ts"
 import { LimitMessages, Limits } from "./limits.ts"
 import type { PackedAffiliates } from "./snapshotFormat.ts"
@@ -117,8 +119,12 @@ export class ClusterStore {
     return `${this.epochBase}.${cluster.serial.toString(36)}`
   }
 
-  /** Applies an AffiliateUpdate at `now`, or fails having changed nothing. */
-  update(request: AffiliateUpdateRequest, expiresAt: number): ResourceExhausted | undefined {
+  /**
+   * Applies an AffiliateUpdate expiring at `expiresAt` (its TTL from now), and
+   * says why it changed what it did; or fails having changed nothing.
+   */
+  update(request: AffiliateUpdateRequest, expiresAt: number): ChangeRecord | ResourceExhausted {
+    const now = expiresAt - Duration.toMillis(request.ttl)
     let cluster = this.clusters.get(request.clusterId)
     let affiliate = cluster?.affiliates.get(request.affiliateId)
     if (affiliate === undefined) {
@@ -129,20 +135,63 @@ export class ClusterStore {
       if (cluster === undefined) cluster = this.add(new Cluster(request.clusterId, this.releaseWatch))
       cluster.affiliates.set(affiliate.id, affiliate)
       affiliate.merge(request.data, request.endpoints, expiresAt)
-      cluster.publishUpdated(affiliate)
-      return undefined
+      const created: ChangeRecord = {
+        ...updateRecord(request, "created", cluster.revision + 1, now, expiresAt, affiliate.expiresAt),
+        endpoints: affiliate.endpointCount > 0 ? affiliate.endpointCount : undefined
+      }
+      cluster.publishUpdated(affiliate, created)
+      return created
     }
     if (affiliate.wouldExceed(request.endpoints, Limits.affiliateEndpointsMax)) return tooManyEndpoints()
-    if (affiliate.merge(request.data, request.endpoints, expiresAt)) cluster!.publishUpdated(affiliate)
-    return undefined
+    const left = affiliate.expiresAt - now
+    const endpoints = affiliate.endpointCount
+    const merged = affiliate.merge(request.data, request.endpoints, expiresAt)
+    if (merged === 0) {
+      return {
+        ...updateRecord(request, "ttl_refreshed", undefined, now, expiresAt, affiliate.expiresAt),
+        leftMillis: left
+      }
+    }
+    const added = affiliate.endpointCount - endpoints
+    const record: ChangeRecord = {
+      ...updateRecord(
+        request,
+        (merged & mergedData) !== 0 ? "data_changed" : "endpoints_added",
+        cluster!.revision + 1,
+        now,
+        expiresAt,
+        affiliate.expiresAt
+      ),
+      leftMillis: left,
+      endpoints: added > 0 ? added : undefined
+    }
+    cluster!.publishUpdated(affiliate, record)
+    return record
   }
 
-  /** Removes an affiliate if it exists; deleting a missing one is not an error. */
-  delete(request: AffiliateDeleteRequest): void {
+  /** Removes an affiliate if it exists (deleting a missing one is not an error), and says what it removed. */
+  delete(request: AffiliateDeleteRequest, now: number): ReadonlyArray<ChangeRecord> {
     const cluster = this.clusters.get(request.clusterId)
-    if (cluster === undefined || !cluster.affiliates.delete(request.affiliateId)) return
-    cluster.publishDeleted(request.affiliateId)
-    this.dropIfEmpty(cluster)
+    const affiliate = cluster?.affiliates.get(request.affiliateId)
+    if (cluster === undefined || affiliate === undefined) return []
+    cluster.affiliates.delete(request.affiliateId)
+    const deleted: ChangeRecord = {
+      clusterId: request.clusterId,
+      affiliateId: request.affiliateId,
+      cause: "deleted",
+      revision: cluster.revision + 1,
+      at: now,
+      expiresAt: affiliate.expiresAt,
+      leftMillis: affiliate.expiresAt - now,
+      clientAddress: request.clientAddress
+    }
+    cluster.publishDeleted(request.affiliateId, deleted)
+    return this.dropIfEmpty(cluster) ? [deleted, dropped(cluster.id, now)] : [deleted]
+  }
+
+  /** The records of a cluster's last changes, newest first (none while it keeps no log: never watched). */
+  history(clusterId: string): ReadonlyArray<ChangeRecord> {
+    return this.clusters.get(clusterId)?.log?.history() ?? []
   }
 
   /** Every affiliate of a cluster (none for an unknown cluster, which is not created). */
@@ -172,37 +221,67 @@ export class ClusterStore {
     return { _tag: "Snapshot", revision: cluster.revision, epoch, affiliates: cluster.snapshotViews() }
   }
 
-  /** Ends a watch registered by `subscribe` (its slot may already be free if it was cut off). */
-  unsubscribe(clusterId: string, sink: WatchSink): void {
+  /**
+   * Ends a watch registered by `subscribe` (its slot may already be free if it
+   * was cut off) at `now`; a cluster it leaves with no affiliate and no
+   * watcher is dropped, and its record is given.
+   */
+  unsubscribe(clusterId: string, sink: WatchSink, now: number): ChangeRecord | undefined {
     const cluster = this.clusters.get(clusterId)
-    if (cluster === undefined || !cluster.removeWatcher(sink)) return
+    if (cluster === undefined || !cluster.removeWatcher(sink)) return undefined
     this.watches--
-    this.dropIfEmpty(cluster)
+    return this.dropIfEmpty(cluster) ? dropped(clusterId, now) : undefined
   }
 
-  /** Removes what has expired at `now` and notifies watchers of each change. */
+  /** Removes what has expired at `now`, notifies watchers of each change and says why each was made. */
   collectGarbage(now: number): GcReport {
     let removedClusters = 0
     let removedAffiliates = 0
     let trimmedAffiliates = 0
+    const changes: Array<ChangeRecord> = []
     for (const cluster of this.clusters.values()) {
       const packed = cluster.packed
       if (packed !== undefined && packed.earliestExpiry > now) continue
       for (const affiliate of cluster.affiliates.values()) {
+        const endpoints = affiliate.endpointCount
+        const lastEndpointExpiry = affiliate.lastEndpointExpiryBy(now)
         switch (affiliate.expire(now)) {
-          case "expired":
+          case "expired": {
             cluster.affiliates.delete(affiliate.id)
-            cluster.publishDeleted(affiliate.id)
+            const record: ChangeRecord = {
+              clusterId: cluster.id,
+              affiliateId: affiliate.id,
+              cause: "affiliate_expired",
+              revision: cluster.revision + 1,
+              at: now,
+              expiresAt: affiliate.expiresAt,
+              endpoints: endpoints > 0 ? endpoints : undefined
+            }
+            cluster.publishDeleted(affiliate.id, record)
+            changes.push(record)
             removedAffiliates++
             break
-          case "trimmed":
-            cluster.publishUpdated(affiliate)
+          }
+          case "trimmed": {
+            const record: ChangeRecord = {
+              clusterId: cluster.id,
+              affiliateId: affiliate.id,
+              cause: "endpoint_expired",
+              revision: cluster.revision + 1,
+              at: now,
+              expiresAt: lastEndpointExpiry,
+              endpoints: endpoints - affiliate.endpointCount
+            }
+            cluster.publishUpdated(affiliate, record)
+            changes.push(record)
             trimmedAffiliates++
             break
+          }
         }
       }
       if (cluster.isEmpty) {
         this.clusters.delete(cluster.id)
+        changes.push(dropped(cluster.id, now))
         removedClusters++
       } else if (cluster.log !== undefined && cluster.watcherCount === 0) {
         cluster.quietSince ??= now
@@ -212,7 +291,7 @@ export class ClusterStore {
         }
       }
     }
-    return { removedClusters, removedAffiliates, trimmedAffiliates }
+    return { removedClusters, removedAffiliates, trimmedAffiliates, changes }
   }
 
   /** Counts what the store holds. */
@@ -321,7 +400,32 @@ export class ClusterStore {
     return cluster
   }
 
-  private dropIfEmpty(cluster: Cluster): void {
-    if (cluster.isEmpty) this.clusters.delete(cluster.id)
+  /** Drops a cluster with no affiliate and no watcher; true when it did. */
+  private dropIfEmpty(cluster: Cluster): boolean {
+    if (!cluster.isEmpty) return false
+    this.clusters.delete(cluster.id)
+    return true
   }
 }
+
+/** The record of an update of `cause` that asked for an expiry at `asked`, before the facts only some causes have. */
+const updateRecord = (
+  request: AffiliateUpdateRequest,
+  cause: ChangeRecord["cause"],
+  revision: number | undefined,
+  now: number,
+  asked: number,
+  expiresAt: number
+): ChangeRecord => ({
+  clusterId: request.clusterId,
+  affiliateId: request.affiliateId,
+  cause,
+  revision,
+  at: now,
+  ttlMillis: asked - now,
+  expiresAt,
+  clientAddress: request.clientAddress
+})
+
+/** The record of a cluster dropped at `now`: no affiliate and no watcher left. */
+const dropped = (clusterId: string, now: number): ChangeRecord => ({ clusterId, cause: "cluster_dropped", at: now })

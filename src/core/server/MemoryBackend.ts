@@ -6,6 +6,7 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
+import { ResourceExhausted } from "../../ports/DiscoveryError.ts"
 import type { StateBackendShape } from "../../ports/StateBackend.ts"
 import type { ClusterStore } from "./ClusterStore.ts"
 
@@ -18,17 +19,18 @@ import type { ClusterStore } from "./ClusterStore.ts"
 export const make = (store: ClusterStore): StateBackendShape => ({
   update: (request, expiresAt) =>
     Effect.suspend(() => {
-      const failure = store.update(request, expiresAt)
-      return failure === undefined ? Effect.void : Effect.fail(failure)
+      const result = store.update(request, expiresAt)
+      return result instanceof ResourceExhausted ? Effect.fail(result) : Effect.succeed(result)
     }),
-  delete: (request) => Effect.sync(() => store.delete(request)),
+  delete: (request, now) => Effect.sync(() => store.delete(request, now)),
   list: (clusterId) => Effect.sync(() => store.list(clusterId)),
   subscribe: (clusterId, sink, resume) =>
     Effect.suspend(() => {
       const result = store.subscribe(clusterId, sink, resume)
       return "revision" in result ? Effect.succeed(result) : Effect.fail(result)
     }),
-  unsubscribe: (clusterId, sink) => Effect.sync(() => store.unsubscribe(clusterId, sink)),
+  unsubscribe: (clusterId, sink, now) => Effect.sync(() => store.unsubscribe(clusterId, sink, now)),
+  history: (clusterId) => Effect.sync(() => store.history(clusterId)),
   collectGarbage: (now) => Effect.sync(() => store.collectGarbage(now)),
   stats: Effect.sync(() => store.stats()),
   closeWatches: (end) => store.closeWatches(end)
