@@ -164,7 +164,7 @@ const program = Effect.gen(function* () {
   Effect.provide(
     process.argv.includes("--console-json")
       ? Layer.mergeAll(Logger.layer([Logger.consoleJson]), Layer.succeed(References.MinimumLogLevel, "Info"))
-      : loggerLayer(false)
+      : loggerLayer({ debug: false })
   )
 )
 

@@ -31,6 +31,8 @@ export interface ServiceConfig {
   /** Changes kept per watched cluster for resuming watches; undefined takes the backend's default. */
   readonly watchLogLength: number | undefined
   readonly debug: boolean
+  /** The least severe log lines written (`--log-level`); undefined: Debug with `debug`, else Info. */
+  readonly logLevel?: "Debug" | "Info" | "Warn" | "Error" | undefined
   /** Landing page, /inspect, /stats listener; empty disables it. */
   readonly landingAddr: string
   /** /metrics, /healthz, /readyz listener; empty disables it. */

@@ -287,6 +287,17 @@ export const flags = {
     Flag.withDescription("human-readable logs at debug level instead of JSON lines; MODE=dev does the same"),
     Flag.withFallbackConfig(Config.String("MODE").pipe(Config.map((mode) => mode === "dev"))),
     Flag.withDefault(false)
+  ),
+  logLevel: Flag.ChoiceWithValue("log-level", [
+    ["debug", "Debug" as const],
+    ["info", "Info" as const],
+    ["warn", "Warn" as const],
+    ["error", "Error" as const]
+  ]).pipe(
+    Flag.withDescription(
+      "the least severe log lines written (default info, debug with --debug); debug adds one line per change to a cluster with its cause (created, data_changed, endpoints_added, ttl_refreshed, endpoint_expired, affiliate_expired, deleted, cluster_dropped) and one per watch that ends"
+    ),
+    Flag.optional
   )
 }
 
@@ -376,6 +387,7 @@ export const make = <E, R>(serve: (config: ServiceConfig) => Effect.Effect<void,
       maxWatches: parsed.maxWatches,
       watchLogLength: Option.getOrUndefined(parsed.watchLogLength),
       debug: parsed.debug,
+      logLevel: Option.getOrUndefined(parsed.logLevel),
       landingAddr: parsed.landingAddr,
       metricsAddr: parsed.metricsAddr,
       statsCacheTtl: parsed.statsCacheTtl,

@@ -37,9 +37,7 @@ const teardown: Runtime.Teardown = (exit, onExit) =>
 
 // An I/O thread (`--io-threads`) runs this same program with the same arguments, and serves its share of the port.
 Command.runWith(
-  DiscoveryCommand.make(
-    isIoThread() ? (config) => Effect.provide(serveThread(config), loggerLayer(config.debug)) : serve
-  ),
+  DiscoveryCommand.make(isIoThread() ? (config) => Effect.provide(serveThread(config), loggerLayer(config)) : serve),
   { version: "0.1.0" }
 )(DiscoveryCommand.normalizeArgs(process.argv.slice(2))).pipe(
   Effect.provide(NodeServices.layer),

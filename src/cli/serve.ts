@@ -37,17 +37,17 @@ export const listenAddresses = (addr: string): Array<string> => {
 }
 
 /**
- * The logger of the command: JSON lines at Info (the lines of
- * `Logger.consoleJson`, written in batches: see `JsonLogger`), or
- * human-readable at Debug with `--debug`.
+ * The logger of the command: JSON lines (the lines of `Logger.consoleJson`,
+ * written in batches: see `JsonLogger`) at Info or `--log-level`, or
+ * human-readable at Debug with `--debug` (or at `--log-level`).
  *
  * @category layers
  * @since 0.1.0
  */
-export const loggerLayer = (debug: boolean): Layer.Layer<never> =>
+export const loggerLayer = (config: Pick<ServiceConfig, "debug" | "logLevel">): Layer.Layer<never> =>
   Layer.mergeAll(
-    Logger.layer([debug ? Logger.consolePretty() : JsonLogger.make()]),
-    Layer.succeed(References.MinimumLogLevel, debug ? "Debug" : "Info")
+    Logger.layer([config.debug ? Logger.consolePretty() : JsonLogger.make()]),
+    Layer.succeed(References.MinimumLogLevel, config.logLevel ?? (config.debug ? "Debug" : "Info"))
   )
 
 /**
@@ -202,6 +202,6 @@ const serveWith = (config: ServiceConfig, http: typeof HttpListeners | undefined
         Readiness.Readiness.layer
       )
     ),
-    Effect.provide(loggerLayer(config.debug))
+    Effect.provide(loggerLayer(config))
   )
 }

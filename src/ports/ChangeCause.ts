@@ -92,7 +92,7 @@ export interface ChangeRecord {
   readonly expiresAt?: number | undefined
   /** An update of a known affiliate: how long its previous expiry still had to run (negative: it came that late). */
   readonly leftMillis?: number | undefined
-  /** Endpoints the change added, or removed as expired. */
+  /** Endpoints the change added (`created`, `data_changed` and `endpoints_added`), or removed as expired. */
   readonly endpoints?: number | undefined
   /** The address of the client whose call made the change (4 or 16 bytes, as the transport saw it). */
   readonly clientAddress?: Uint8Array | undefined

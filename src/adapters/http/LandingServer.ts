@@ -165,8 +165,8 @@ export const makeStatsHandler = Effect.fnUntraced(function* (ttl: Duration.Input
 /**
  * The `/inspect` handler: form only for an empty ID, 400 with the validation
  * message for an invalid one or a malformed query, 429 past the rate limit,
- * else the cluster's affiliates. It reads with `ClusterState.list`, which
- * never creates a cluster.
+ * else the cluster's affiliates and its last changes. It reads with
+ * `ClusterState.list` and `history`, which never create a cluster.
  *
  * @category constructors
  * @since 0.1.0
@@ -192,9 +192,17 @@ export const makeInspectHandler = Effect.fnUntraced(function* (options: LandingO
     const clusterId = query.values.get("clusterID") ?? ""
     if (clusterId === "") return html(inspectPage("", { _tag: "Form" }))
     const listed = yield* Effect.result(state.list({ clusterId }))
-    return listed._tag === "Failure"
-      ? html(inspectPage(clusterId, { _tag: "Error", message: listed.failure.message }), 400)
-      : html(inspectPage(clusterId, { _tag: "Cluster", affiliates: listed.success }))
+    if (listed._tag === "Failure") {
+      return html(inspectPage(clusterId, { _tag: "Error", message: listed.failure.message }), 400)
+    }
+    const history = yield* Effect.result(state.history({ clusterId }))
+    return html(
+      inspectPage(clusterId, {
+        _tag: "Cluster",
+        affiliates: listed.success,
+        history: history._tag === "Success" ? history.success : undefined
+      })
+    )
   }).pipe(Effect.catchCause(() => Effect.succeed(oops())))
 })
 

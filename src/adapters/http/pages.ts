@@ -4,6 +4,8 @@
  *
  * @since 0.1.0
  */
+import { changeMessages } from "../../core/server/changeReport.ts"
+import type { ChangeRecord } from "../../ports/ChangeCause.ts"
 import type { AffiliateView } from "../../ports/ClusterApi.ts"
 
 const escapes: Record<string, string> = {
@@ -42,6 +44,8 @@ const style = `
   .error { color: #a1131f; }
   .note { color: #5a6270; }
   form { margin: 1rem 0; }
+  table.history { border-collapse: collapse; font-size: 0.9rem; }
+  table.history th, table.history td { text-align: left; padding: 0.2rem 0.6rem; border-bottom: 1px solid #e4e8ee; vertical-align: top; }
   input[type=text] { width: 28rem; max-width: 100%; padding: 0.3rem; }
 `
 
@@ -119,6 +123,58 @@ const affiliateBlock = (affiliate: AffiliateView) => {
 </section>`
 }
 
+const seconds = (millis: number): string => `${Math.round(millis / 100) / 10} s`
+
+/** The facts of a change as the inspect page shows them: no client address and no instance (the logs have those). */
+const factsOf = (record: ChangeRecord): string => {
+  const facts: Array<string> = []
+  if (record.ttlMillis !== undefined) facts.push(`TTL ${seconds(record.ttlMillis)}`)
+  if (record.expiresAt !== undefined) {
+    facts.push(
+      `${record.cause.endsWith("expired") ? "expired at" : "expires at"} ${new Date(record.expiresAt).toISOString()}`
+    )
+  }
+  if (record.leftMillis !== undefined) {
+    facts.push(
+      record.leftMillis >= 0
+        ? `${seconds(record.leftMillis)} were left before`
+        : `came ${seconds(-record.leftMillis)} after the previous expiry`
+    )
+  }
+  if (record.endpoints !== undefined) facts.push(`${record.endpoints} endpoint${record.endpoints === 1 ? "" : "s"}`)
+  return escapeHtml(facts.join("; "))
+}
+
+const historyRow = (record: ChangeRecord) => `    <tr class="change">
+      <td class="revision">${record.revision ?? ""}</td>
+      <td class="at">${new Date(record.at).toISOString()}</td>
+      <td><code class="affiliate-id">${escapeHtml(record.affiliateId ?? "")}</code></td>
+      <td class="cause" title="${escapeHtml(changeMessages[record.cause])}">${escapeHtml(record.cause)}</td>
+      <td class="facts">${factsOf(record)}</td>
+    </tr>`
+
+/**
+ * The section of a cluster's last changes, newest first; `undefined` when
+ * they could not be read.
+ */
+const historySection = (history: ReadonlyArray<ChangeRecord> | undefined) => {
+  const heading = `<h2>Last changes</h2>`
+  if (history === undefined)
+    return `${heading}
+<p class="note history-unavailable">The changes could not be read.</p>`
+  if (history.length === 0) {
+    return `${heading}
+<p class="note no-history">No changes held: they are kept while the cluster is watched.</p>`
+  }
+  return `${heading}
+<table class="history">
+  <thead><tr><th>Revision</th><th>When</th><th>Affiliate</th><th>Cause</th><th>Facts</th></tr></thead>
+  <tbody>
+${history.map(historyRow).join("\n")}
+  </tbody>
+</table>`
+}
+
 /**
  * What the inspect page shows below its form.
  *
@@ -127,12 +183,18 @@ const affiliateBlock = (affiliate: AffiliateView) => {
  */
 export type InspectResult =
   | { readonly _tag: "Form" }
-  | { readonly _tag: "Cluster"; readonly affiliates: ReadonlyArray<AffiliateView> }
+  | {
+      readonly _tag: "Cluster"
+      readonly affiliates: ReadonlyArray<AffiliateView>
+      /** Its last changes, newest first; `undefined` when they could not be read. */
+      readonly history?: ReadonlyArray<ChangeRecord> | undefined
+    }
   | { readonly _tag: "Error"; readonly message: string }
 
 /**
  * The inspect page: the form (filled with `clusterId`), then the cluster's
- * affiliates, a note that there are none, or an error message.
+ * affiliates (or a note that there are none) and its last changes with
+ * their causes, or an error message.
  *
  * @category rendering
  * @since 0.1.0
@@ -151,7 +213,8 @@ export const inspectPage = (clusterId: string, result: InspectResult): string =>
         (result.affiliates.length === 0
           ? `<p class="note no-affiliates">No affiliate data for this cluster.</p>`
           : `<p>${result.affiliates.length} affiliate${result.affiliates.length === 1 ? "" : "s"}.</p>\n` +
-            result.affiliates.map(affiliateBlock).join("\n"))
+            result.affiliates.map(affiliateBlock).join("\n")) +
+        `\n${historySection(result.history)}`
   }
   return page("Inspect a cluster", `${header}\n${form(clusterId)}\n${content}`)
 }

@@ -135,10 +135,17 @@ export class ClusterStore {
       if (cluster === undefined) cluster = this.add(new Cluster(request.clusterId, this.releaseWatch))
       cluster.affiliates.set(affiliate.id, affiliate)
       affiliate.merge(request.data, request.endpoints, expiresAt)
-      const created: ChangeRecord = {
-        ...updateRecord(request, "created", cluster.revision + 1, now, expiresAt, affiliate.expiresAt),
-        endpoints: affiliate.endpointCount > 0 ? affiliate.endpointCount : undefined
-      }
+      const count = affiliate.endpointCount
+      const created = updateRecord(
+        request,
+        "created",
+        cluster.revision + 1,
+        now,
+        expiresAt,
+        affiliate,
+        undefined,
+        count
+      )
       cluster.publishUpdated(affiliate, created)
       return created
     }
@@ -146,25 +153,17 @@ export class ClusterStore {
     const left = affiliate.expiresAt - now
     const endpoints = affiliate.endpointCount
     const merged = affiliate.merge(request.data, request.endpoints, expiresAt)
-    if (merged === 0) {
-      return {
-        ...updateRecord(request, "ttl_refreshed", undefined, now, expiresAt, affiliate.expiresAt),
-        leftMillis: left
-      }
-    }
-    const added = affiliate.endpointCount - endpoints
-    const record: ChangeRecord = {
-      ...updateRecord(
-        request,
-        (merged & mergedData) !== 0 ? "data_changed" : "endpoints_added",
-        cluster!.revision + 1,
-        now,
-        expiresAt,
-        affiliate.expiresAt
-      ),
-      leftMillis: left,
-      endpoints: added > 0 ? added : undefined
-    }
+    if (merged === 0) return updateRecord(request, "ttl_refreshed", undefined, now, expiresAt, affiliate, left, 0)
+    const record = updateRecord(
+      request,
+      (merged & mergedData) !== 0 ? "data_changed" : "endpoints_added",
+      cluster!.revision + 1,
+      now,
+      expiresAt,
+      affiliate,
+      left,
+      affiliate.endpointCount - endpoints
+    )
     cluster!.publishUpdated(affiliate, record)
     return record
   }
@@ -408,14 +407,20 @@ export class ClusterStore {
   }
 }
 
-/** The record of an update of `cause` that asked for an expiry at `asked`, before the facts only some causes have. */
+/**
+ * The record of an update of `cause` that asked for an expiry at `asked`,
+ * leaving `affiliate` as it is now: how long its previous expiry still had
+ * to run (`left`, none for a new one) and the endpoints it added.
+ */
 const updateRecord = (
   request: AffiliateUpdateRequest,
   cause: ChangeRecord["cause"],
   revision: number | undefined,
   now: number,
   asked: number,
-  expiresAt: number
+  affiliate: Affiliate,
+  left: number | undefined,
+  added: number
 ): ChangeRecord => ({
   clusterId: request.clusterId,
   affiliateId: request.affiliateId,
@@ -423,7 +428,9 @@ const updateRecord = (
   revision,
   at: now,
   ttlMillis: asked - now,
-  expiresAt,
+  expiresAt: affiliate.expiresAt,
+  leftMillis: left,
+  endpoints: added > 0 ? added : undefined,
   clientAddress: request.clientAddress
 })
 

@@ -6,13 +6,17 @@
  * on the owner too.
  */
 import { MessageChannel } from "node:worker_threads"
-import { Duration, Effect, Exit, Stream } from "effect"
+import { Duration, Effect, Exit, Metric, Scope, Stream } from "effect"
 import { assert, describe, it } from "@effect/vitest"
 import { ClusterApiClient, ClusterApiHost } from "../../../src/adapters/message-port/index.ts"
 import { CallDeadline } from "../../../src/ports/CallDeadline.ts"
 import { SubscriptionLost } from "../../../src/ports/DiscoveryError.ts"
 import type { ClusterApi, WatchDelta, WatchSink, WatchStart } from "../../../src/ports/ClusterApi.ts"
 import { deltaCodec } from "../../../src/cli/ioThreadControl.ts"
+import { watchEndingsTotal } from "../../../src/core/server/changeReport.ts"
+import * as ClusterState from "../../../src/core/server/ClusterState.ts"
+import { defaultCaps } from "../../../src/core/server/ClusterStore.ts"
+import type { WatchEndCause } from "../../../src/ports/ChangeCause.ts"
 
 const updated = (revision: number): WatchDelta => ({
   _tag: "Updated",
@@ -136,6 +140,36 @@ describe("ClusterApiHost", () => {
       assert.deepStrictEqual(watcher.events, ["end SubscriptionLost"])
       assert.strictEqual(host.watches(), 0)
     }).pipe(Effect.scoped)
+  )
+
+  it.live(
+    "counts a watch its client cancelled as client gone, and one open when the host stops as thread stopped",
+    () =>
+      Effect.gen(function* () {
+        const ended = (cause: WatchEndCause) =>
+          Effect.map(Metric.value(Metric.withAttributes(watchEndingsTotal, { cause })), (state) => state.count)
+        const before = [yield* ended("client_gone"), yield* ended("thread_stopped")]
+        const state = yield* ClusterState.make(defaultCaps)
+        const api = { ...scriptedCore(() => Effect.die("unused")).api, subscribe: state.subscribe }
+        const channel = new MessageChannel()
+        const hostScope = yield* Scope.make()
+        yield* ClusterApiHost.serve(api, channel.port1, { codec: deltaCodec }).pipe(Scope.provide(hostScope))
+        const client = (yield* ClusterApiClient.connect(channel.port2, deltaCodec)).api
+        const cancelled = yield* Scope.make()
+        yield* client.subscribe!({ clusterId: "c" }, recorder().sink).pipe(Scope.provide(cancelled))
+        yield* client.subscribe!({ clusterId: "c" }, recorder().sink)
+        yield* Scope.close(cancelled, Exit.void)
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20)))
+        assert.deepStrictEqual(
+          [(yield* ended("client_gone")) - before[0]!, (yield* ended("thread_stopped")) - before[1]!],
+          [1, 0]
+        )
+        yield* Scope.close(hostScope, Exit.void)
+        assert.deepStrictEqual(
+          [(yield* ended("client_gone")) - before[0]!, (yield* ended("thread_stopped")) - before[1]!],
+          [1, 1]
+        )
+      }).pipe(Effect.scoped)
   )
 
   it.live("does not apply a call or a watch whose caller's deadline passed before the owner took it", () =>

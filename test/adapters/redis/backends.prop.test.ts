@@ -3,7 +3,9 @@
  * random operations (updates with random data, endpoints and TTLs, deletes,
  * time steps on `TestClock`, GC passes), issued one at a time to both, give
  * the same outcome for each call, the same lists after every step, and the
- * same sequence of changes to a watcher of each cluster.
+ * same sequence of changes to a watcher of each cluster; and each
+ * backend's history of a cluster, while it holds every change, replays to
+ * the cluster's list, with the same causes on both.
  */
 import { randomUUID } from "node:crypto"
 import { Duration, Effect, Exit } from "effect"
@@ -12,6 +14,7 @@ import * as fc from "fast-check"
 import { assert, describe, it } from "@effect/vitest"
 import { RedisBackend } from "../../../src/adapters/redis/index.ts"
 import * as ClusterStateModule from "../../../src/core/server/ClusterState.ts"
+import type { ChangeRecord } from "../../../src/ports/ChangeCause.ts"
 import type { AffiliateView, WatchDelta } from "../../../src/ports/ClusterApi.ts"
 import { redisForTests } from "./redisServer.ts"
 
@@ -136,7 +139,51 @@ const run = (steps: ReadonlyArray<Step>) =>
         return ordered
       })
     assert.deepStrictEqual(inPassOrder(seen[1]!), inPassOrder(seen[0]!), "the watchers saw the same changes")
+    for (const clusterId of clusters) {
+      const causes: Array<ReadonlyArray<string>> = []
+      for (const state of states) {
+        const history = yield* state.history({ clusterId })
+        // while the history holds every change of the cluster, it replays to its list
+        if (history.length === 0 || history.at(-1)!.revision !== 1 || history.length >= historyHeld) continue
+        const listed = new Map((yield* state.list({ clusterId })).map((a) => [a.id, a.endpoints.length] as const))
+        assert.deepStrictEqual(replay(history), listed, `${clusterId}: ${history.map(showChange).join(", ")}`)
+        causes.push(history.map((change) => `${change.affiliateId} ${change.cause}`).sort())
+      }
+      if (causes.length === 2) assert.deepStrictEqual(causes[1], causes[0], `the causes of ${clusterId}'s changes`)
+    }
   }).pipe(Effect.scoped, Effect.provide(TestClock.layer()))
+
+/** Fewer changes than both backends keep in a history (64). */
+const historyHeld = 64
+
+const showChange = (change: ChangeRecord) => `${change.revision} ${change.affiliateId} ${change.cause}`
+
+/** The affiliates (with their endpoint counts) a history's changes leave, oldest first, from an empty cluster. */
+const replay = (history: ReadonlyArray<ChangeRecord>): Map<string, number> => {
+  const held = new Map<string, number>()
+  for (const change of [...history].reverse()) {
+    const id = change.affiliateId!
+    const endpoints = change.endpoints ?? 0
+    assert.strictEqual(change.cause === "created", !held.has(id), `${showChange(change)} of a known affiliate or not`)
+    switch (change.cause) {
+      case "created":
+        held.set(id, endpoints)
+        break
+      case "data_changed":
+      case "endpoints_added":
+        held.set(id, held.get(id)! + endpoints)
+        break
+      case "endpoint_expired":
+        held.set(id, held.get(id)! - endpoints)
+        break
+      case "deleted":
+      case "affiliate_expired":
+        held.delete(id)
+        break
+    }
+  }
+  return held
+}
 
 describe("Redis backend against the memory backend", () => {
   it.live(
@@ -156,6 +203,15 @@ describe("Redis backend against the memory backend", () => {
                   { _tag: "advance", seconds: 2 },
                   { _tag: "gc" },
                   { _tag: "delete", cluster: 0, id: 0 }
+                ]
+              ],
+              // An endpoint that expires before its affiliate, which a later update kept alive.
+              [
+                [
+                  { _tag: "update", cluster: 1, id: 0, data: 1, endpoints: [1, 2], ttlSeconds: 1 },
+                  { _tag: "update", cluster: 1, id: 0, data: 2, endpoints: [], ttlSeconds: 30 },
+                  { _tag: "advance", seconds: 2 },
+                  { _tag: "gc" }
                 ]
               ]
             ]
