@@ -285,6 +285,53 @@ for (const threads of threadChoices)
       }
     })
 
+    it("says the cause of each change once, in the debug log, the metrics and the inspect page, whichever thread served it", async () => {
+      const server = await start([...flags, "--log-level", "debug"], join(scratch, `causes-${threads}.binpb`))
+      const clients = Array.from({ length: 8 }, () => loadClient(server.port, true))
+      try {
+        // a watcher, so that the cluster keeps its history in memory
+        const watch = (clients[0] as unknown as { Watch: (request: object) => grpc.ClientReadableStream<Reply> }).Watch(
+          {
+            cluster_id: "causes"
+          }
+        )
+        watch.on("error", () => undefined)
+        await once(watch, "data")
+        await Promise.all(
+          clients.map((each, i) =>
+            call(each, "AffiliateUpdate", { cluster_id: "causes", affiliate_id: `n${i}`, ttl: { seconds: 60 } })
+          )
+        )
+        await call(clients[1]!, "AffiliateDelete", { cluster_id: "causes", affiliate_id: "n1" })
+        const metrics = await (await fetch(`http://127.0.0.1:${server.metricsPort}/metrics`)).text()
+        assert.include(metrics, 'discovery_changes_total{cause="created"} 8')
+        assert.include(metrics, 'discovery_changes_total{cause="deleted"} 1')
+        const changeLines = () =>
+          server.lines
+            .map((line) => JSON.parse(line) as { message: string; annotations: Record<string, unknown> })
+            .filter((entry) => entry.annotations.cluster_id === "causes" && entry.annotations.cause !== undefined)
+        for (let i = 0; i < 100 && changeLines().length < 9; i++) await new Promise((r) => setTimeout(r, 50))
+        await new Promise((r) => setTimeout(r, 200))
+        const causes = changeLines().map((entry) => `${entry.message} ${entry.annotations.affiliate_id}`)
+        assert.strictEqual(causes.filter((line) => line.startsWith("affiliate created")).length, 8)
+        assert.deepStrictEqual(
+          causes.filter((line) => !line.startsWith("affiliate created")),
+          ["affiliate deleted n1"]
+        )
+        assert.include(changeLines()[0]!.annotations.client_ip as string, "127.0.0.1")
+        // the same history from the landing port (main thread) and the gRPC port (any thread)
+        for (const port of [server.landingPort, server.port, server.port]) {
+          const page = await (await fetch(`http://127.0.0.1:${port}/inspect?clusterID=causes`)).text()
+          const rows = [...page.matchAll(/<td class="cause"[^>]*>([a-z_]+)</g)].map((match) => match[1])
+          assert.deepStrictEqual(rows, ["deleted", ...Array.from({ length: 8 }, () => "created")])
+        }
+        watch.cancel()
+      } finally {
+        for (const each of clients) each.close()
+        assert.strictEqual(await stop(server), 0)
+      }
+    })
+
     it("keeps affiliates, endpoints and TTLs across a restart", async () => {
       const path = join(scratch, `restart-${threads}.binpb`)
       const first = await start(flags, path)

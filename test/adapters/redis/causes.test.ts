@@ -247,3 +247,41 @@ describe("causes of watch endings", () => {
     }).pipe(Effect.scoped)
   )
 })
+
+describe("causes with several instances on one Redis", () => {
+  it.live(
+    "a change is logged once, by the instance that applied it, and every instance reads the same history",
+    () => {
+      const first = capture()
+      const second = capture()
+      return Effect.gen(function* () {
+        const prefix = `instances-${randomUUID()}:`
+        const on = (instanceName: string) =>
+          Effect.flatMap(
+            RedisBackend.make({ url: redis.server.url, keyPrefix: prefix, caps, instanceName }),
+            (backend) => ClusterState.makeOn(backend, undefined)
+          )
+        const one = yield* on("one")
+        const two = yield* on("two")
+        const clusterId = "shared"
+        yield* one
+          .update(updateRequest({ clusterId, affiliateId: "a1", ttl: Duration.seconds(1) }))
+          .pipe(Effect.provide(first.layer))
+        yield* TestClock.adjust(Duration.seconds(2))
+        yield* two.collectGarbage.pipe(Effect.provide(second.layer))
+        yield* one.collectGarbage.pipe(Effect.provide(first.layer))
+        const histories = [yield* one.history({ clusterId }), yield* two.history({ clusterId })]
+        assert.deepStrictEqual(histories[0], histories[1])
+        assert.deepStrictEqual(
+          histories[0]!.map((change) => `${change.affiliateId} ${change.cause} by ${change.instance}`),
+          ["a1 affiliate_expired by two", "a1 created by one"]
+        )
+        const causes = (lines: ReadonlyArray<Line>) =>
+          lines.filter((line) => line.fields.cluster_id === clusterId).map((line) => `${line.fields.cause}`)
+        assert.deepStrictEqual(causes(first.lines), ["created"])
+        assert.deepStrictEqual(causes(second.lines), ["affiliate_expired", "cluster_dropped"])
+      }).pipe(Effect.scoped, Effect.provide(TestClock.layer()))
+    },
+    30_000
+  )
+})
