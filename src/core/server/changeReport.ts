@@ -94,12 +94,10 @@ const debugOff = (fiber: Fiber.Fiber<unknown, unknown>) =>
  */
 export const reportChange = (record: ChangeRecord): Effect.Effect<void> =>
   Effect.withFiber((fiber) => {
-    const counted = Metric.update(changeCounters[record.cause], 1)
-    if (debugOff(fiber)) return counted
-    return Effect.andThen(
-      counted,
-      Effect.logDebug(changeMessages[record.cause]).pipe(Effect.annotateLogs(changeFields(record)))
-    )
+    // on the hot path (every AffiliateUpdate): counted in place, and no log line built unless it is written
+    changeCounters[record.cause].updateUnsafe(1, fiber.context)
+    if (debugOff(fiber)) return Effect.void
+    return Effect.logDebug(changeMessages[record.cause]).pipe(Effect.annotateLogs(changeFields(record)))
   })
 
 /**
@@ -119,12 +117,9 @@ export const reportChanges = (records: ReadonlyArray<ChangeRecord>): Effect.Effe
  */
 export const reportWatchEnd = (clusterId: string, cause: WatchEndCause, openedMillis: number): Effect.Effect<void> =>
   Effect.withFiber((fiber) => {
-    const counted = Metric.update(endingCounters[cause], 1)
-    if (debugOff(fiber)) return counted
-    return Effect.andThen(
-      counted,
-      Effect.logDebug("watch ended").pipe(
-        Effect.annotateLogs({ cause, cluster_id: clusterId, open_ms: Math.max(0, Math.round(openedMillis)) })
-      )
+    endingCounters[cause].updateUnsafe(1, fiber.context)
+    if (debugOff(fiber)) return Effect.void
+    return Effect.logDebug("watch ended").pipe(
+      Effect.annotateLogs({ cause, cluster_id: clusterId, open_ms: Math.max(0, Math.round(openedMillis)) })
     )
   })
