@@ -883,6 +883,20 @@ describe("validators", () => {
       )
     })
 
+    it("takes the final reading for a heal that came during it, once probes stopped", () => {
+      const lateHeal = [fault("pause", "inject", 100, "i2"), fault("pause", "heal", 148, "i2")]
+      passes(alive(edited((record) => record, lateHeal)))
+      const i2Silent = edited(
+        (record) => (record.type === "final" ? finalRecord(150, [n0, n2b, n3], ["i1"]) : record),
+        lateHeal
+      )
+      reported(
+        alive(i2Silent),
+        "alive",
+        "instance i2 was not ready and answering within 300 ms of the heal of fault pause"
+      )
+    })
+
     it("does not judge a heal that another fault follows within the bound", () => {
       const overlapped = edited(
         (record) => (record.type === "probe" && record.instance === "i1" ? undefined : record),

@@ -112,8 +112,10 @@ describe("codec", () => {
         fc.property(anyId, anyId, fc.option(bytes, { nil: undefined }), fc.array(bytes), ttl, (c, a, data, eps, t) => {
           const request = { clusterId: c, affiliateId: a, data, endpoints: eps, ttl: t }
           const wire = toBinary(AffiliateUpdateRequestSchema, Codec.affiliateUpdateRequestToProto(request))
-          const back = Codec.affiliateUpdateRequestFromProto(decoded(Codec.decodeAffiliateUpdateRequest(wire)))
-          assert.deepStrictEqual({ ...back, ttl: undefined }, { ...request, ttl: undefined })
+          // the caller's address is the transport's, not the message's: it comes back as the server saw it
+          const address = new Uint8Array([192, 0, 2, 1])
+          const back = Codec.affiliateUpdateRequestFromProto(decoded(Codec.decodeAffiliateUpdateRequest(wire)), address)
+          assert.deepStrictEqual({ ...back, ttl: undefined }, { ...request, ttl: undefined, clientAddress: address })
           assert.isTrue(Duration.equals(back.ttl, request.ttl))
         })
       )
@@ -133,8 +135,8 @@ describe("codec", () => {
           const del = { clusterId: c, affiliateId: a }
           const delWire = toBinary(AffiliateDeleteRequestSchema, Codec.affiliateDeleteRequestToProto(del))
           assert.deepStrictEqual(
-            Codec.affiliateDeleteRequestFromProto(decoded(Codec.decodeAffiliateDeleteRequest(delWire))),
-            del
+            Codec.affiliateDeleteRequestFromProto(decoded(Codec.decodeAffiliateDeleteRequest(delWire)), address),
+            { ...del, clientAddress: address }
           )
 
           const cluster = { clusterId: c }

@@ -54,6 +54,10 @@ export const alive = (history: ReadonlyArray<HistoryRecord>): ReadonlyArray<Viol
     for (const instance of run.instances) {
       const window = probes.filter((probe) => probe.instance === instance && probe.at > heal.at && probe.at <= deadline)
       if (window.some((probe) => probe.readyz === 200 && probe.answered)) continue
+      // a heal during the final reading, when probes have stopped: the instance answering its List there shows it alive
+      if (window.length === 0 && final !== undefined && deadline === final.at && final.lists[instance] !== undefined) {
+        continue
+      }
       const seen =
         window.length === 0
           ? "no probe at all"
