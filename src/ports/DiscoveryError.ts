@@ -80,6 +80,17 @@ export type DiscoveryError = InvalidArgument | ResourceExhausted | SubscriptionL
 export const lostUpdateMessage = "subscription canceled: lost update"
 
 /**
+ * The end of a watch whose backend lost the sequence of its cluster's changes
+ * (a restart, a failover or a flush of a shared state), as its watchers see
+ * it: the same failure as falling behind, so they start again. One value, so
+ * the core can tell it from a watcher that fell behind by identity.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export const sequenceLost: SubscriptionLost = new SubscriptionLost({ message: lostUpdateMessage })
+
+/**
  * The message of the Unavailable failure that ends calls when the service
  * shuts down.
  *

@@ -30,14 +30,12 @@
 import { ChangeLog } from "../../core/server/ChangeLog.ts"
 import { fanOut } from "../../core/server/fanOut.ts"
 import type { AffiliateView, ResumePoint, WatchDelta, WatchSink } from "../../ports/ClusterApi.ts"
-import { lostUpdateMessage, SubscriptionLost, Unavailable } from "../../ports/DiscoveryError.ts"
+import { sequenceLost, type SubscriptionLost, Unavailable } from "../../ports/DiscoveryError.ts"
 import type { Subscription } from "../../ports/StateBackend.ts"
 import type { ClusterKeys } from "./keys.ts"
 import { viewOf } from "./record.ts"
 import { type RedisConnection, type Reply, script } from "./RedisConnection.ts"
 import { readLog } from "./scripts.ts"
-
-const lostUpdate = new SubscriptionLost({ message: lostUpdateMessage })
 
 const readLogScript = script(readLog)
 
@@ -351,7 +349,7 @@ export class ChangeFeed {
       if (!mirror.loaded || now - mirror.verifiedAt < every) continue
       mirror.verifiedAt = now
       if (mirror.suspect !== undefined && mirror.heard < mirror.suspect) {
-        this.#cutOff(mirror, lostUpdate)
+        this.#cutOff(mirror, sequenceLost)
         continue
       }
       mirror.suspect = undefined
@@ -430,7 +428,7 @@ export class ChangeFeed {
     const revision = Number(message.slice(0, space))
     if (revision > mirror.heard) mirror.heard = revision
     if (message.slice(space + 1) !== mirror.epoch) {
-      this.#cutOff(mirror, lostUpdate)
+      this.#cutOff(mirror, sequenceLost)
       return
     }
     if (revision > mirror.revision) this.#read(mirror)
@@ -450,7 +448,7 @@ export class ChangeFeed {
           const [epoch, entries] = await this.#readLog(mirror, mirror.revision + 1, "+", readBatch)
           if (this.#mirrors.get(mirror.clusterId) !== mirror) return
           if (epoch !== mirror.epoch) {
-            this.#cutOff(mirror, lostUpdate)
+            this.#cutOff(mirror, sequenceLost)
             return
           }
           this.#apply(mirror, entries)
@@ -485,7 +483,7 @@ export class ChangeFeed {
       const revision = Number(text(id).slice(2))
       if (revision <= mirror.revision) continue
       if (revision !== mirror.revision + 1) {
-        this.#cutOff(mirror, lostUpdate)
+        this.#cutOff(mirror, sequenceLost)
         return
       }
       mirror.revision = revision

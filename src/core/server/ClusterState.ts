@@ -18,7 +18,7 @@ import type {
   WatchStart
 } from "../../ports/ClusterApi.ts"
 import type { InvalidArgument, ResourceExhausted, SubscriptionLost } from "../../ports/DiscoveryError.ts"
-import { shuttingDownMessage, Unavailable } from "../../ports/DiscoveryError.ts"
+import { sequenceLost, shuttingDownMessage, Unavailable } from "../../ports/DiscoveryError.ts"
 import type { ChangeRecord, WatchEndCause } from "../../ports/ChangeCause.ts"
 import { WatchLeaving } from "../../ports/WatchLeaving.ts"
 import type { StateBackendShape } from "../../ports/StateBackend.ts"
@@ -143,7 +143,9 @@ const shuttingDown = new Unavailable({ message: shuttingDownMessage })
 /** Why a watch its backend or the core ended is over. */
 const endCauseOf = (error: SubscriptionLost | Unavailable): WatchEndCause =>
   error._tag === "SubscriptionLost"
-    ? "cut_off"
+    ? error === sequenceLost
+      ? "backend_unavailable"
+      : "cut_off"
     : error.message === shuttingDownMessage
       ? "shutdown"
       : "backend_unavailable"
