@@ -48,7 +48,8 @@ export const changeCauses: ReadonlyArray<ChangeCause> = [
  * Why a watch ended: cut off for falling behind its changes, its client gone
  * (cancelled, disconnected), the instance shutting down, the I/O thread that
  * served it stopped (stalled, died or retired), or the state backend
- * unavailable.
+ * unavailable (unreachable, or its sequence of changes broke: a restart, a
+ * failover or a flush of a shared state).
  *
  * @category models
  * @since 0.1.0
