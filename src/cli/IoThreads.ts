@@ -400,6 +400,8 @@ export const make = (
     /** Asks `thread` to drain, and terminates it if it has not ended after the stop timeout. */
     const stop = (thread: Running) =>
       Effect.gen(function* () {
+        // the watches it lets go of while it drains end with the instance, or with this thread alone
+        thread.host.leaving(stopping ? "shutdown" : "thread_stopped")
         const message: OwnerMessage = { type: "stop" }
         thread.control.postMessage(message)
         const ended = yield* Deferred.await(thread.exited).pipe(Effect.timeoutOption(stopTimeout))

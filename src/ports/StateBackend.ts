@@ -48,7 +48,11 @@ export interface GcReport {
   readonly removedClusters: number
   readonly removedAffiliates: number
   readonly trimmedAffiliates: number
-  /** Each change the pass made, with its cause; and clusters dropped since the last pass when a watch let go. */
+  /**
+   * Each change the pass made, with its cause; and, on a shared backend,
+   * clusters dropped since the last pass when a watch let go, and what a pass
+   * that failed part way had applied.
+   */
   readonly changes: ReadonlyArray<ChangeRecord>
 }
 

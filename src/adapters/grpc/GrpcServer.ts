@@ -45,6 +45,8 @@ import { fromCause } from "./status.ts"
 import type { KeyPairSource, TlsOptions } from "./tls.ts"
 import * as Tls from "./tls.ts"
 import { TlsError } from "./tls.ts"
+import type { WatchEndCause } from "../../ports/ChangeCause.ts"
+import { WatchLeaving } from "../../ports/WatchLeaving.ts"
 import type { WatchCall } from "./watchCall.ts"
 import { WatchSender, watchReply } from "./watchCall.ts"
 
@@ -325,6 +327,8 @@ export const register = (
     const withDeadline: typeof withCallDeadline =
       options.callDeadlines === true ? withCallDeadline : (_call, effect) => effect
     let open = true
+    /** Why a watch this server lets go of is ending: its client went away, or the server is stopping. */
+    const leaving = (): WatchEndCause => (open ? "client_gone" : "shutdown")
 
     /** Runs a call's effect through the chain, and replies once it ends. */
     const start = <Proto, A>(
@@ -373,7 +377,14 @@ export const register = (
         call,
         call.request,
         (message) =>
-          withDeadline(call, watches.serve(api, call, ClusterRpcs.Watch.toCore(message), wantsRevisions(message))),
+          withDeadline(
+            call,
+            Effect.provideService(
+              watches.serve(api, call, ClusterRpcs.Watch.toCore(message), wantsRevisions(message)),
+              WatchLeaving,
+              leaving
+            )
+          ),
         watchReply(call)
       )
 

@@ -164,7 +164,7 @@ const historySection = (history: ReadonlyArray<ChangeRecord> | undefined) => {
 <p class="note history-unavailable">The changes could not be read.</p>`
   if (history.length === 0) {
     return `${heading}
-<p class="note no-history">No changes held: they are kept while the cluster is watched.</p>`
+<p class="note no-history">No changes held. In memory they are kept while the cluster is watched; on a shared state, since its last restart or failover.</p>`
   }
   return `${heading}
 <table class="history">

@@ -83,6 +83,12 @@ export interface Host {
   readonly watches: () => number
   /** Posts a message that answers nothing, so that a side that reads nothing else still has something to read. */
   readonly heartbeat: () => void
+  /**
+   * Says why the watches that end from now on are ending, when the other
+   * side is told to stop (the instance shuts down, or its thread is retired):
+   * its server then lets go of them as if their clients had.
+   */
+  readonly leaving: (cause: WatchEndCause) => void
 }
 
 /** About how many bytes of the owner's memory an affiliate takes while it waits in the port. */
@@ -240,7 +246,9 @@ export const serve = (
     const limiter = options.limiter
     /** Set when the host stops: the watches it ends then leave because the thread they served stopped. */
     let stopping = false
-    const leaving = () => (stopping ? "thread_stopped" : "client_gone") as WatchEndCause
+    /** Why the other side is stopping, once the owner has told it to. */
+    let stoppingFor: WatchEndCause | undefined
+    const leaving = (): WatchEndCause => stoppingFor ?? (stopping ? "thread_stopped" : "client_gone")
 
     const onRequest = (message: Request) => {
       if ("deadline" in message && message.deadline !== undefined && Date.now() >= message.deadline) {
@@ -291,5 +299,11 @@ export const serve = (
         port.close()
       })
     )
-    return { watches: () => watches.size, heartbeat: () => outbox.push({ id: 0, ok: undefined }) }
+    return {
+      watches: () => watches.size,
+      heartbeat: () => outbox.push({ id: 0, ok: undefined }),
+      leaving: (cause) => {
+        stoppingFor = cause
+      }
+    }
   })

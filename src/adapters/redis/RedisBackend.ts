@@ -25,6 +25,7 @@ import type { Scope } from "effect"
 import { Duration, Effect, Layer } from "effect"
 import type { ChangeCause, ChangeRecord } from "../../ports/ChangeCause.ts"
 import { changeCauses } from "../../ports/ChangeCause.ts"
+import { historyLength } from "../../core/server/ClusterStore.ts"
 import { LimitMessages, Limits } from "../../core/server/limits.ts"
 import type { AffiliateView } from "../../ports/ClusterApi.ts"
 import { ResourceExhausted, Unavailable } from "../../ports/DiscoveryError.ts"
@@ -142,9 +143,6 @@ const unavailableOnly = <A>(run: () => Promise<A>): Effect.Effect<A, Unavailable
     }
   })
 
-/** Most changes `history` reads from a cluster's log. */
-const historyLength = 64
-
 const hexOf = (address: Uint8Array | undefined): string =>
   address === undefined ? "" : Buffer.from(address.buffer, address.byteOffset, address.length).toString("hex")
 
@@ -215,7 +213,10 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
     const lease = String(leaseMillis)
     const epoch = randomBytes(6).toString("base64url")
     const instance = options.instanceName ?? `${hostname()}/${process.pid}`
-    /** Clusters dropped when this instance let go of their last watch, reported with the next GC pass. */
+    /**
+     * Clusters dropped when this instance let go of their last watch, and
+     * the changes of a GC pass that failed part way: reported by the next pass.
+     */
     let droppedSince: Array<ChangeRecord> = []
     const redis = new RedisConnection(options, "discovery")
     const keysOf = (clusterId: string) => scriptKeys(redis, keys, clusterId)
@@ -431,25 +432,31 @@ export const make = (options: RedisBackendOptions): Effect.Effect<RedisStateBack
       let trimmedAffiliates = 0
       const changes = droppedSince
       droppedSince = []
-      for (;;) {
-        const due = (await redis.send(
-          ["ZRANGE", keys.index, "-inf", String(now), "BYSCORE", "LIMIT", "0", String(indexBatch)],
-          keys.index
-        )) as ReadonlyArray<Buffer>
-        for (const id of due) {
-          const clusterId = id.toString("utf8")
-          const [removed, trimmed, emptied] = await sweepCluster(clusterId, now, changes)
-          removedAffiliates += removed
-          trimmedAffiliates += trimmed
-          // a cluster watched here stays held, as in memory
-          if (emptied && !feed.watching(clusterId)) {
-            removedClusters++
-            changes.push({ clusterId, cause: "cluster_dropped", at: now, instance })
+      try {
+        for (;;) {
+          const due = (await redis.send(
+            ["ZRANGE", keys.index, "-inf", String(now), "BYSCORE", "LIMIT", "0", String(indexBatch)],
+            keys.index
+          )) as ReadonlyArray<Buffer>
+          for (const id of due) {
+            const clusterId = id.toString("utf8")
+            const [removed, trimmed, emptied] = await sweepCluster(clusterId, now, changes)
+            removedAffiliates += removed
+            trimmedAffiliates += trimmed
+            // a cluster watched here stays held, as in memory
+            if (emptied && !feed.watching(clusterId)) {
+              removedClusters++
+              changes.push({ clusterId, cause: "cluster_dropped", at: now, instance })
+            }
           }
+          if (due.length < indexBatch) break
         }
-        if (due.length < indexBatch) break
+        await refreshStats()
+      } catch (error) {
+        // what the pass already applied is reported by the next one
+        droppedSince = [...changes, ...droppedSince]
+        throw error
       }
-      await refreshStats()
       return { removedClusters, removedAffiliates, trimmedAffiliates, changes }
     }
 

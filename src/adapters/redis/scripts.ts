@@ -409,7 +409,8 @@ return { meta[1], meta[2], redis.call('HGETALL', A) }
  * for a new cluster, log length, retention of an empty cluster (ms), lease
  * of a watched empty cluster (ms), this instance.
  * Its result is removed and trimmed affiliates, 1 when more may be due,
- * 1 when the sweep removed the cluster's last affiliate, and each change as
+ * 1 when the sweep removed the cluster's last affiliate and no instance
+ * watches it, and each change as
  * affiliate ID, cause, revision, the expiry reached and the endpoints removed.
  *
  * @category models
@@ -468,7 +469,8 @@ for _, aid in ipairs(ids) do
 end
 local nextDue = reindex(cid, removed > 0 and lease or nil)
 if removed + trimmed > 0 then retain(retention) end
-local emptied = (removed > 0 and redis.call('HLEN', A) == 0) and 1 or 0
+-- an emptied cluster some instance still watches stays held: it is dropped when its last watcher leaves
+local emptied = (removed > 0 and redis.call('HLEN', A) == 0 and not watched()) and 1 or 0
 return settled({ removed, trimmed, #ids == limit and 1 or 0, emptied, changes }, nextDue)
 `
 

@@ -46,11 +46,11 @@ export class ChangeLog {
     this.head = (this.head + 1) % this.capacity
   }
 
-  /** The records of the changes it holds, newest first. */
-  history(): Array<ChangeRecord> {
+  /** The records of the changes it holds, newest first, at most `limit`. */
+  history(limit: number): Array<ChangeRecord> {
     const length = this.records.length
     const result: Array<ChangeRecord> = []
-    for (let i = 0; i < length; i++) {
+    for (let i = 0; i < length && result.length < limit; i++) {
       const record = this.records[(this.head + length - 1 - i) % length]
       if (record !== undefined) result.push(record)
     }

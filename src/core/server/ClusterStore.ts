@@ -52,6 +52,15 @@ export const defaultCaps: StoreCaps = { maxClusters: 1_000_000, maxWatches: 100_
 export const defaultWatchLogLength = 64
 
 /**
+ * Most changes a cluster's history gives (the inspect page shows them), on
+ * every backend.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export const historyLength = 64
+
+/**
  * How long a cluster keeps its log of changes after its last watcher left:
  * long enough for its watchers to come back from a restart or a move, after
  * which they get a snapshot and the memory is freed.
@@ -188,9 +197,12 @@ export class ClusterStore {
     return this.dropIfEmpty(cluster) ? [deleted, dropped(cluster.id, now)] : [deleted]
   }
 
-  /** The records of a cluster's last changes, newest first (none while it keeps no log: never watched). */
+  /**
+   * The records of a cluster's last changes, newest first, at most
+   * `historyLength` (none while it keeps no log: never watched).
+   */
   history(clusterId: string): ReadonlyArray<ChangeRecord> {
-    return this.clusters.get(clusterId)?.log?.history() ?? []
+    return this.clusters.get(clusterId)?.log?.history(historyLength) ?? []
   }
 
   /** Every affiliate of a cluster (none for an unknown cluster, which is not created). */

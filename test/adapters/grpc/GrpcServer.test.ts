@@ -3,7 +3,7 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf"
 import * as grpc from "@grpc/grpc-js"
 import { assert, describe, it } from "@effect/vitest"
 import { vi } from "vitest"
-import { Context, Duration, Effect, Exit, Fiber, Layer, Scope, Stream } from "effect"
+import { Context, Duration, Effect, Exit, Fiber, Layer, Metric, Scope, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import * as GrpcClient from "../../../src/adapters/grpc/GrpcClient.ts"
 import * as GrpcServer from "../../../src/adapters/grpc/GrpcServer.ts"
@@ -18,6 +18,8 @@ import { ClusterState } from "../../../src/core/server/ClusterState.ts"
 import type { WatchEvent } from "../../../src/ports/ClusterApi.ts"
 import { CallDeadline } from "../../../src/ports/CallDeadline.ts"
 import { ClusterApi } from "../../../src/ports/ClusterApi.ts"
+import { watchEndingsTotal } from "../../../src/core/server/changeReport.ts"
+import type { WatchEndCause } from "../../../src/ports/ChangeCause.ts"
 import {
   blob,
   captureLogs,
@@ -188,6 +190,28 @@ for (const transport of transports) {
         }).pipe(Effect.scoped)
       )
     }
+
+    it.effect("counts a watch its client cancels as client gone, and one open when it stops as shutdown", () =>
+      Effect.gen(function* () {
+        const ended = (cause: WatchEndCause) =>
+          Effect.map(Metric.value(Metric.withAttributes(watchEndingsTotal, { cause })), (state) => state.count)
+        const before = [yield* ended("client_gone"), yield* ended("shutdown")]
+        const scope = yield* Scope.make()
+        const context = yield* Layer.buildWithScope(serverLayer(), scope)
+        const api = yield* connect().pipe(Effect.provide(context))
+        const cancelled = yield* Effect.forkChild(Stream.runDrain(api.watch({ clusterId: "c" })))
+        const open = yield* watcher(api.watch({ clusterId: "c" }))
+        yield* open.next
+        yield* Fiber.interrupt(cancelled)
+        const counts = Effect.gen(function* () {
+          return [(yield* ended("client_gone")) - before[0]!, (yield* ended("shutdown")) - before[1]!]
+        })
+        for (let i = 0; i < 100 && (yield* counts)[0] === 0; i++) yield* realSleep(20)
+        assert.deepStrictEqual(yield* counts, [1, 0])
+        yield* Scope.close(scope, Exit.void)
+        assert.deepStrictEqual(yield* counts, [1, 1])
+      })
+    )
 
     it.effect("ends an open watch with UNAVAILABLE when it stops, then stops gracefully (Q17)", () =>
       Effect.gen(function* () {

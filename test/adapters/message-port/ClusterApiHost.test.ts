@@ -172,6 +172,30 @@ describe("ClusterApiHost", () => {
       }).pipe(Effect.scoped)
   )
 
+  it.live("counts the watches a thread lets go of once told to stop with the instance as shutdown", () =>
+    Effect.gen(function* () {
+      const shutdown = Effect.map(
+        Metric.value(Metric.withAttributes(watchEndingsTotal, { cause: "shutdown" })),
+        (state) => state.count
+      )
+      const before = yield* shutdown
+      const state = yield* ClusterState.make(defaultCaps)
+      const api = { ...scriptedCore(() => Effect.die("unused")).api, subscribe: state.subscribe }
+      const channel = new MessageChannel()
+      const host = yield* ClusterApiHost.serve(api, channel.port1, { codec: deltaCodec })
+      const client = (yield* ClusterApiClient.connect(channel.port2, deltaCodec)).api
+      const draining = yield* Scope.make()
+      yield* client.subscribe!({ clusterId: "c" }, recorder().sink).pipe(Scope.provide(draining))
+      // the owner tells the thread to stop with the instance; its server then lets go of its watches
+      host.leaving("shutdown")
+      yield* Scope.close(draining, Exit.void)
+      for (let i = 0; i < 50 && (yield* shutdown) === before; i++) {
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
+      }
+      assert.strictEqual((yield* shutdown) - before, 1)
+    }).pipe(Effect.scoped)
+  )
+
   it.live("does not apply a call or a watch whose caller's deadline passed before the owner took it", () =>
     Effect.gen(function* () {
       const applied: Array<string> = []

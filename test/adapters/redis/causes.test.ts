@@ -178,6 +178,7 @@ describe.each(backends)("causes of changes, on the $name backend", ({ name, make
           "created"
         ])
         assert.notInclude(page, "10.1.2.3")
+        if (name === "redis") assert.notInclude(page, ">i1<")
 
         // the watcher leaves: its client is gone, and the cluster, empty and unwatched, is dropped
         const gone = yield* endingCount("client_gone")
@@ -283,5 +284,80 @@ describe("causes with several instances on one Redis", () => {
       }).pipe(Effect.scoped, Effect.provide(TestClock.layer()))
     },
     30_000
+  )
+
+  it.live(
+    "a cluster emptied while another instance watches it is dropped once, when that watcher leaves",
+    () => {
+      const watching = capture()
+      const sweeping = capture()
+      return Effect.gen(function* () {
+        const prefix = `watched-${randomUUID()}:`
+        const on = (instanceName: string) =>
+          Effect.flatMap(
+            RedisBackend.make({ url: redis.server.url, keyPrefix: prefix, caps, instanceName }),
+            (backend) => ClusterState.makeOn(backend, undefined)
+          )
+        const one = yield* on("one")
+        const two = yield* on("two")
+        const clusterId = "held"
+        const watchScope = yield* Scope.make()
+        yield* one.subscribe({ clusterId }, sink()).pipe(Scope.provide(watchScope))
+        yield* one.update(updateRequest({ clusterId, affiliateId: "a1", ttl: Duration.seconds(1) }))
+        yield* TestClock.adjust(Duration.seconds(2))
+        yield* two.collectGarbage.pipe(Effect.provide(sweeping.layer))
+        const dropped = (lines: ReadonlyArray<Line>) =>
+          lines.filter((line) => line.fields.cluster_id === clusterId && line.fields.cause === "cluster_dropped").length
+        assert.strictEqual(dropped(sweeping.lines), 0, "still watched by one")
+        yield* Scope.close(watchScope, Exit.void).pipe(Effect.provide(watching.layer))
+        for (let i = 0; i < 20; i++) {
+          yield* settle
+          yield* one.collectGarbage.pipe(Effect.provide(watching.layer))
+          if (dropped(watching.lines) > 0) break
+        }
+        yield* two.collectGarbage.pipe(Effect.provide(sweeping.layer))
+        assert.deepStrictEqual([dropped(watching.lines), dropped(sweeping.lines)], [1, 0])
+      }).pipe(Effect.scoped, Effect.provide(TestClock.layer()))
+    },
+    30_000
+  )
+})
+
+describe("causes when Redis fails a GC pass", () => {
+  it.live(
+    "the changes a failed pass held are reported by the next one",
+    () => {
+      const { lines, layer } = capture()
+      return Effect.gen(function* () {
+        const state = yield* ClusterState.makeOn(
+          yield* RedisBackend.make({ url: redis.server.url, keyPrefix: `failed-${randomUUID()}:`, caps }),
+          undefined
+        )
+        const clusterId = "let-go"
+        const watchScope = yield* Scope.make()
+        yield* state.subscribe({ clusterId }, sink()).pipe(Scope.provide(watchScope))
+        yield* Scope.close(watchScope, Exit.void)
+        yield* settle
+        // the watcher let go of the empty cluster; Redis goes away before a pass reports it
+        yield* Effect.promise(() => redis.server.stop(true))
+        const failed = yield* Effect.exit(state.collectGarbage)
+        assert.isTrue(Exit.isFailure(failed))
+        redis.server = Object.assign(yield* Effect.promise(() => redis.server.restart()), {
+          cleanup: redis.server.cleanup
+        })
+        let reported = 0
+        for (let i = 0; i < 100 && reported === 0; i++) {
+          yield* settle
+          const pass = yield* Effect.exit(state.collectGarbage)
+          if (Exit.isSuccess(pass)) {
+            reported = lines.filter(
+              (line) => line.fields.cluster_id === clusterId && line.fields.cause === "cluster_dropped"
+            ).length
+          }
+        }
+        assert.strictEqual(reported, 1)
+      }).pipe(Effect.scoped, Effect.provide(layer))
+    },
+    60_000
   )
 })
