@@ -342,8 +342,13 @@ describe("causes when Redis fails a GC pass", () => {
         yield* Effect.promise(() => redis.server.stop(true))
         const failed = yield* Effect.exit(state.collectGarbage)
         assert.isTrue(Exit.isFailure(failed))
-        redis.server = Object.assign(yield* Effect.promise(() => redis.server.restart()), {
-          cleanup: redis.server.cleanup
+        const original = redis.server
+        const restarted = yield* Effect.promise(() => original.restart())
+        redis.server = Object.assign(restarted, {
+          cleanup: async () => {
+            await restarted.stop()
+            await original.cleanup()
+          }
         })
         let reported = 0
         for (let i = 0; i < 100 && reported === 0; i++) {
