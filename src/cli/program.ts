@@ -14,6 +14,7 @@ import { isIoThread } from "./IoThread.ts"
 import * as DiscoveryCommand from "./command.ts"
 import { loggerLayer, serve } from "./serve.ts"
 import { serveThread } from "./sharedPort.ts"
+import { serviceVersion } from "./version.ts"
 
 const gracefulStopLimitMillis = 10_000
 
@@ -38,7 +39,7 @@ const teardown: Runtime.Teardown = (exit, onExit) =>
 // An I/O thread (`--io-threads`) runs this same program with the same arguments, and serves its share of the port.
 Command.runWith(
   DiscoveryCommand.make(isIoThread() ? (config) => Effect.provide(serveThread(config), loggerLayer(config)) : serve),
-  { version: "0.1.0" }
+  { version: serviceVersion }
 )(DiscoveryCommand.normalizeArgs(process.argv.slice(2))).pipe(
   Effect.provide(NodeServices.layer),
   NodeRuntime.runMain({ teardown })

@@ -14,6 +14,7 @@ import { Command, Flag } from "effect/cli"
 import { defaultPath } from "../adapters/storage/FileSnapshotStore.ts"
 import { toJson } from "../adapters/storage/SnapshotJson.ts"
 import { normalizeArgs } from "./command.ts"
+import { serviceVersion } from "./version.ts"
 
 const describe = (error: unknown): string => (error instanceof Error ? error.message : String(error))
 
@@ -50,7 +51,7 @@ export const command = Command.make(
 ).pipe(Command.withDescription("Prints a discovery-service state snapshot as protobuf JSON."))
 
 if (import.meta.main) {
-  Command.runWith(command, { version: "0.1.0" })(normalizeArgs(process.argv.slice(2))).pipe(
+  Command.runWith(command, { version: serviceVersion })(normalizeArgs(process.argv.slice(2))).pipe(
     Effect.provide(NodeServices.layer),
     (program) => NodeRuntime.runMain(program, { disableErrorReporting: true })
   )

@@ -21,6 +21,7 @@ import { defaultCaps } from "../core/server/ClusterStore.ts"
 import { SnapshotStore } from "../ports/SnapshotStore.ts"
 import { normalizeArgs } from "./command.ts"
 import { redactedUrl, statePassword, stateFlags } from "./stateFlags.ts"
+import { serviceVersion } from "./version.ts"
 
 const describe = (error: unknown): string => (error instanceof Error ? error.message : String(error))
 
@@ -116,7 +117,7 @@ export const command = Command.make("discovery-state").pipe(
 )
 
 if (import.meta.main) {
-  Command.runWith(command, { version: "0.1.0" })(normalizeArgs(process.argv.slice(2))).pipe(
+  Command.runWith(command, { version: serviceVersion })(normalizeArgs(process.argv.slice(2))).pipe(
     Effect.tapError((error) => Effect.sync(() => process.stderr.write(`error: ${describe(error)}\n`))),
     Effect.provide(NodeServices.layer),
     (program) => NodeRuntime.runMain(program, { disableErrorReporting: true })
