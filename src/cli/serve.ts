@@ -6,8 +6,9 @@
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Layer, Logger, References } from "effect"
+import { Duration, Effect, Layer, Logger, Metric, References } from "effect"
 import { defaultRequestBudgetBytes } from "../adapters/grpc/http2/RequestBudget.ts"
+import * as Collected from "../adapters/http/collected.ts"
 import * as Readiness from "../adapters/http/Readiness.ts"
 import { FileSnapshotStore } from "../adapters/storage/index.ts"
 import { ClusterState } from "../core/server/ClusterState.ts"
@@ -20,6 +21,7 @@ import * as JsonLogger from "./jsonLogger.ts"
 import type { ServiceConfig } from "./ServiceConfig.ts"
 import * as SharedPort from "./sharedPort.ts"
 import { redactedUrl } from "./stateFlags.ts"
+import { serviceVersion } from "./version.ts"
 
 /**
  * The listen addresses to try for `addr`, in order: Go's `:3000` (empty host)
@@ -61,8 +63,30 @@ const grpcPort = (config: ServiceConfig) =>
     if (config.ioThreads > 1) return yield* SharedPort.serve(config, addresses)
     const fallback = yield* lazySite(config)
     const bound = yield* serverOn(config, { addresses, fallback, reusePort: config.transport.reusePort })
-    return { port: bound.port, beforeScrape: Effect.void }
+    return { port: bound.port, beforeScrape: Effect.void, threads: () => 1 }
   })
+
+/**
+ * `discovery_io_threads`: the threads serving the gRPC port now (the main
+ * thread and the I/O threads running).
+ *
+ * @category metrics
+ * @since 0.1.0
+ */
+export const ioThreadsGauge = Metric.gauge("discovery_io_threads", {
+  description: "Threads serving the gRPC port now: the main thread and the I/O threads running."
+})
+
+/**
+ * `discovery_build_info{version}`: 1, labelled with the version this
+ * instance runs (count it to see the instances and the versions they run).
+ *
+ * @category metrics
+ * @since 0.1.0
+ */
+export const buildInfoGauge = Metric.gauge("discovery_build_info", {
+  description: "1 for each running instance, labelled with its version."
+})
 
 /**
  * The HTTP listeners' module, loaded only when one of them is enabled: with
@@ -133,6 +157,8 @@ const serveWith = (config: ServiceConfig, http: typeof HttpListeners | undefined
   return Effect.gen(function* () {
     const server = yield* grpcPort(config)
     scrape.refresh = server.beforeScrape
+    yield* Collected.gauge(ioThreadsGauge, server.threads)
+    yield* Metric.update(Metric.withAttributes(buildInfoGauge, { version: serviceVersion }), 1)
     started = true
     const state = yield* ClusterState
     yield* Effect.flatMap(Readiness.Readiness, (readiness) => readiness.requires(state.available))

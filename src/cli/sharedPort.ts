@@ -53,7 +53,8 @@ const mainThreadHolder = -1
  * the address is first bound without SO_REUSEPORT and let go (so a port
  * another process holds fails the start, unless `--reuse-port` asks to share
  * it), then this thread listens, then the threads join. On the way out all
- * of them drain at once. Gives the port and what `/metrics` runs first.
+ * of them drain at once. Gives the port, what `/metrics` runs first, and how
+ * many threads serve the port now.
  *
  * @category constructors
  * @since 0.1.0
@@ -111,7 +112,7 @@ export const serve = (config: ServiceConfig, addresses: ReadonlyArray<string>) =
       const shed = server instanceof Http2Server ? (share: number) => server.shed(share) : undefined
       yield* scaleThreads(threads, config.ioThreads - 1, shed).pipe(Scope.provide(threadsScope))
     }
-    return { port: bound.port, beforeScrape: threads.refreshMetrics }
+    return { port: bound.port, beforeScrape: threads.refreshMetrics, threads: () => 1 + threads.workers() }
   })
 
 /**
