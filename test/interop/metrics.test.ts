@@ -22,7 +22,7 @@ interface Family {
 const compared = /^(discovery_state_|discovery_server_|discovery_storage_|grpc_server_)/
 
 /** Families under those prefixes that only we export, each for a feature the original lacks (README, Operations). */
-const ourOwn = new Set(["discovery_server_log_lines_suppressed_total"])
+const ourOwn = new Set(["discovery_server_log_lines_suppressed_total", "discovery_state_backend_available"])
 
 /** The families of a Prometheus text exposition: type, label names seen, and histogram `le` values. */
 const families = (text: string): Map<string, Family> => {
