@@ -11,7 +11,9 @@
  * `help` is `node scripts/start.ts --help`, `start-http` is `start` with the
  * landing page and the metrics endpoint on, `original` is the original
  * service's binary, `floor` is `bench/startupFloor.mjs` (a bare `node:http2`
- * server answering every call: the least any Node server can take), and
+ * server answering every call: the least any Node server can take), `exe`
+ * is the single executable (`--executable FILE`, default
+ * `build/discovery-service` as `npm run build:exe` writes it), and
  * `restart` (with `--snapshot
  * FILE`) is `bench` on a fresh copy of FILE with snapshots on, killed once
  * ready so that it never saves. `--roots DIR,DIR` runs every variant in each
@@ -52,6 +54,7 @@ const env = {
   )
 }
 const snapshot = option("snapshot", "")
+const executable = option("executable", "build/discovery-service")
 const loadgen = resolve(binDir, "loadgen")
 const original = resolve(binDir, "discovery-service")
 if (!existsSync(loadgen)) throw new Error(`${loadgen} is missing: run \`npm run bench -- --only core\` once`)
@@ -120,6 +123,7 @@ const variants: Record<string, (cwd: string) => Promise<number>> = {
     ]),
   floor: (cwd) => ready(cwd, process.execPath, (address) => ["bench/startupFloor.mjs", `--addr=${address}`]),
   start: (cwd) => ready(cwd, "npm", (address) => ["start", "--silent", "--", ...serviceFlags(address)]),
+  exe: (cwd) => ready(cwd, resolve(cwd, executable), serviceFlags),
   "start-http": (cwd) => ready(cwd, "npm", (address) => ["start", "--silent", "--", ...httpFlags(address)])
 }
 /** `bench` restarting from a copy of the `--snapshot` file, made before the spawn and removed after the run. */

@@ -38,8 +38,8 @@ export interface IoThreadsOptions {
   readonly threads: number
   /** The most threads `add` brings it to (default `threads`). */
   readonly maxThreads?: number | undefined
-  /** The module each thread runs; it calls `IoThread.run`. */
-  readonly entry: string | URL
+  /** The module each thread runs (or its code, inside a single executable); it calls `IoThread.run`. */
+  readonly entry: string | URL | { readonly code: string }
   /** The command line arguments each thread sees as its `process.argv.slice(2)`. */
   readonly argv?: ReadonlyArray<string> | undefined
   /** The listen addresses the first thread tries, in order; the others then listen where it did. */
@@ -287,7 +287,9 @@ export const make = (
           requestBudget: options.requestBudget?.buffer,
           progress: cell
         }
-        const worker = new Worker(options.entry, {
+        const entry = options.entry
+        const worker = new Worker(typeof entry === "object" && "code" in entry ? entry.code : entry, {
+          eval: typeof entry === "object" && "code" in entry,
           argv: [...(options.argv ?? [])],
           workerData: data,
           transferList: [apiChannel.port2, controlChannel.port2]

@@ -28,6 +28,7 @@ import * as IoThreads from "./IoThreads.ts"
 import { LoadSampler } from "./loadSampler.ts"
 import { ThreadScaler } from "./ThreadScaler.ts"
 import { remoteState } from "./ioThreadState.ts"
+import { threadEntry } from "./threadEntry.ts"
 import type { ServiceConfig } from "./ServiceConfig.ts"
 
 /** `api` with every operation counting its series in `registry` (the core's metrics stay in the main registry). */
@@ -96,7 +97,7 @@ export const serve = (config: ServiceConfig, addresses: ReadonlyArray<string>) =
     const threads = yield* IoThreads.make({
       threads: config.ioThreadsAuto ? 0 : config.ioThreads - 1,
       maxThreads: config.ioThreads - 1,
-      entry: process.argv[1]!,
+      entry: threadEntry(),
       argv: process.argv.slice(2),
       addresses: [IoThreads.withPort(bound.address, bound.port)],
       connections,

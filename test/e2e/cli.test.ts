@@ -34,6 +34,19 @@ interface Started {
 const scratch = mkdtempSync(join(tmpdir(), "discovery-e2e-"))
 
 /**
+ * The single executable to test instead of the sources (`npm run build:exe`,
+ * copied alone into an empty folder): its children run with no Node on PATH.
+ */
+const executable = process.env.DISCOVERY_EXECUTABLE
+const noNode = executable === undefined ? undefined : { ...process.env, PATH: mkdtempSync(join(tmpdir(), "no-node-")) }
+
+/** How to run the command with `args`: the executable under test, or the sources' entry with this Node. */
+const command = (args: ReadonlyArray<string>, entry = "src/cli/main.ts"): [string, Array<string>] =>
+  executable !== undefined && entry === "src/cli/main.ts"
+    ? [executable, [...args]]
+    : [process.execPath, [entry, ...args]]
+
+/**
  * Starts the command (`entry`: the sources' executable unless told) on loopback ports chosen by the system, with a
  * snapshot file in a scratch directory.
  */
@@ -43,8 +56,9 @@ const start = async (
   entry = "src/cli/main.ts"
 ): Promise<Started> => {
   const defaults = ["--landing-addr=127.0.0.1:0", "--metrics-addr=127.0.0.1:0", `--snapshot-path=${snapshotPath}`]
-  const child = spawn(process.execPath, [entry, ...defaults, ...args], {
+  const child = spawn(...command([...defaults, ...args], entry), {
     cwd: root,
+    env: noNode,
     stdio: ["ignore", "pipe", "pipe"]
   })
   const { ports, lines } = await listening(child)
@@ -412,15 +426,8 @@ describe("discovery-service shutdown", { timeout: processTimeout }, () => {
 
     const blocker = await start(["--addr", "127.0.0.1:0", "--snapshots-enabled=false"])
     const child = spawn(
-      process.execPath,
-      [
-        "src/cli/main.ts",
-        `--addr=127.0.0.1:${blocker.port}`,
-        "--landing-addr=",
-        "--metrics-addr=",
-        `--snapshot-path=${path}`
-      ],
-      { cwd: root, stdio: "ignore" }
+      ...command([`--addr=127.0.0.1:${blocker.port}`, "--landing-addr=", "--metrics-addr=", `--snapshot-path=${path}`]),
+      { cwd: root, env: noNode, stdio: "ignore" }
     )
     const [code] = (await once(child, "exit")) as [number | null]
     assert.strictEqual(await stop(blocker), 0)
@@ -429,7 +436,7 @@ describe("discovery-service shutdown", { timeout: processTimeout }, () => {
   })
 })
 
-describe("npm start", { timeout: processTimeout }, () => {
+describe.skipIf(executable !== undefined)("npm start", { timeout: processTimeout }, () => {
   it("serves the Cluster and health services from the start-up bundle, built first when missing", async () => {
     const server = await start(["--addr", "127.0.0.1:0", "--snapshots-enabled=false"], undefined, "scripts/start.mjs")
     try {
@@ -453,7 +460,7 @@ describe("npm start", { timeout: processTimeout }, () => {
 
 describe("discovery-service flags", { timeout: processTimeout }, () => {
   const run = async (args: ReadonlyArray<string>) => {
-    const child = spawn(process.execPath, ["src/cli/main.ts", ...args], { cwd: root })
+    const child = spawn(...command(args), { cwd: root, env: noNode })
     let output = ""
     child.stdout.on("data", (chunk) => (output += chunk))
     child.stderr.on("data", (chunk) => (output += chunk))
