@@ -6,7 +6,7 @@
  * (`test/e2e/cli.test.ts`) against it.
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process"
-import { copyFile, mkdtemp, rm } from "node:fs/promises"
+import { copyFile, mkdtemp, readFile, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { promisify } from "node:util"
@@ -50,6 +50,42 @@ describe("the single executable", { timeout: 60_000 }, () => {
     assert.strictEqual(version.stdout.trim(), "discovery-service v0.1.0")
     const help = await run(executable, ["--help"], { env: noNode, cwd: scratch })
     for (const flag of ["--addr", "--io-threads", "--state", "--log-level"]) assert.include(help.stdout, flag)
+  })
+
+  it("is what the Containerfile copies, and its command there gets ready", async () => {
+    const containerfile = await readFile(join(root, "deploy/Containerfile"), "utf8")
+    const instruction = (name: string) =>
+      containerfile
+        .split("\n")
+        .find((line) => line.startsWith(`${name} `))
+        ?.slice(name.length + 1) ?? ""
+    const [source, target] = instruction("COPY").split(" ")
+    assert.strictEqual(source, "build/discovery-service", "what npm run build:exe writes")
+    assert.deepStrictEqual(JSON.parse(instruction("ENTRYPOINT")), [target])
+    const command = JSON.parse(instruction("CMD")) as Array<string>
+    const exposed = instruction("EXPOSE").split(" ")
+    const ports = new Map<string, number>()
+    for (const port of exposed) ports.set(port, await freePort())
+    const args = command.map((arg) =>
+      arg
+        .replace(/^(--[a-z-]*addr)=:(\d+)$/, (_, flag: string, port: string) => {
+          assert.include(exposed, port, `${flag} listens on an exposed port`)
+          return `${flag}=127.0.0.1:${ports.get(port)}`
+        })
+        .replace(/^--snapshot-path=.*$/, `--snapshot-path=${join(scratch, "container.binpb")}`)
+    )
+    const child = spawn(executable, args, { env: noNode, cwd: scratch, stdio: "ignore" })
+    children.push(child)
+    let status = 0
+    for (let i = 0; i < 200 && status !== 200; i++) {
+      await new Promise((r) => setTimeout(r, 50))
+      status = await fetch(`http://127.0.0.1:${ports.get("2122")}/readyz`).then(
+        (response) => response.status,
+        () => 0
+      )
+    }
+    assert.strictEqual(status, 200)
+    child.kill("SIGTERM")
   })
 
   it("serves a gRPC round trip through its I/O threads on a Redis state", async () => {
