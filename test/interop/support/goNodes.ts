@@ -44,8 +44,9 @@ export class GoNodes {
   private readonly affiliateOf = new Map<string, string>()
   readonly stderr: Array<string> = []
 
-  constructor(binary: string) {
-    this.child = spawn(binary, [], { stdio: ["pipe", "pipe", "pipe"] })
+  /** `env`: the environment of the nodes' process (say `SSL_CERT_FILE`, the roots a TLS node trusts). */
+  constructor(binary: string, env?: NodeJS.ProcessEnv) {
+    this.child = spawn(binary, [], { stdio: ["pipe", "pipe", "pipe"], env: env ?? process.env })
     createInterface({ input: this.child.stdout! }).on("line", (line) => this.receive(JSON.parse(line) as Output))
     createInterface({ input: this.child.stderr! }).on("line", (line) => this.stderr.push(line))
   }
@@ -67,13 +68,14 @@ export class GoNodes {
   }
 
   /**
-   * Starts a node (plaintext gRPC) in a cluster under a 32-byte key. With
-   * `realIp`, every call carries that X-Real-IP header (a label only: nothing is
-   * sent to it), so a server that trusts the header limits each node apart.
+   * Starts a node (plaintext gRPC, or with `tls` TLS as a Talos node dials)
+   * in a cluster under a 32-byte key. With `realIp`, every call carries that
+   * X-Real-IP header (a label only: nothing is sent to it), so a server that
+   * trusts the header limits each node apart.
    */
   async start(
     node: string,
-    options: { endpoint: string; cluster: string; key: Uint8Array; ttl: string; realIp?: string }
+    options: { endpoint: string; cluster: string; key: Uint8Array; ttl: string; realIp?: string; tls?: boolean }
   ) {
     this.affiliateOf.set(node, node)
     await this.send(
@@ -85,7 +87,8 @@ export class GoNodes {
         affiliate: node,
         key: Buffer.from(options.key).toString("base64"),
         ttl: options.ttl,
-        realIp: options.realIp
+        realIp: options.realIp,
+        tls: options.tls
       },
       "started",
       node

@@ -46,6 +46,8 @@ type command struct {
 	Endpoints []endpoint      `json:"endpoints,omitempty"`
 	Others    []peerEndpoints `json:"others,omitempty"`
 	RealIP    string          `json:"realIp,omitempty"`
+	// TLS dials with TLS, trusting the system's roots (and SSL_CERT_FILE), as a Talos node does.
+	TLS bool `json:"tls,omitempty"`
 }
 
 type discovered struct {
@@ -187,7 +189,7 @@ func start(cmd command, logger *zap.Logger) (*node, error) {
 		AffiliateID:   cmd.Affiliate,
 		ClientVersion: "v1.8.3",
 		TTL:           ttl,
-		Insecure:      true,
+		Insecure:      !cmd.TLS,
 		DialOptions:   realIPOptions(cmd.RealIP),
 	})
 	if err != nil {
