@@ -259,30 +259,15 @@ export class ClusterStore {
         switch (affiliate.expire(now)) {
           case "expired": {
             cluster.affiliates.delete(affiliate.id)
-            const record: ChangeRecord = {
-              clusterId: cluster.id,
-              affiliateId: affiliate.id,
-              cause: "affiliate_expired",
-              revision: cluster.revision + 1,
-              at: now,
-              expiresAt: affiliate.expiresAt,
-              endpoints: endpoints > 0 ? endpoints : undefined
-            }
+            const record = expiry(cluster, affiliate, "affiliate_expired", now, affiliate.expiresAt, endpoints)
             cluster.publishDeleted(affiliate.id, record)
             changes.push(record)
             removedAffiliates++
             break
           }
           case "trimmed": {
-            const record: ChangeRecord = {
-              clusterId: cluster.id,
-              affiliateId: affiliate.id,
-              cause: "endpoint_expired",
-              revision: cluster.revision + 1,
-              at: now,
-              expiresAt: lastEndpointExpiry,
-              endpoints: endpoints - affiliate.endpointCount
-            }
+            const gone = endpoints - affiliate.endpointCount
+            const record = expiry(cluster, affiliate, "endpoint_expired", now, lastEndpointExpiry, gone)
             cluster.publishUpdated(affiliate, record)
             changes.push(record)
             trimmedAffiliates++
@@ -444,6 +429,24 @@ const updateRecord = (
   leftMillis: left,
   endpoints: added > 0 ? added : undefined,
   clientAddress: request.clientAddress
+})
+
+/** The record of what GC removed from `affiliate` at `now`: the expiry reached and the endpoints that went with it. */
+const expiry = (
+  cluster: Cluster,
+  affiliate: Affiliate,
+  cause: "affiliate_expired" | "endpoint_expired",
+  now: number,
+  expiresAt: number | undefined,
+  endpoints: number
+): ChangeRecord => ({
+  clusterId: cluster.id,
+  affiliateId: affiliate.id,
+  cause,
+  revision: cluster.revision + 1,
+  at: now,
+  expiresAt,
+  endpoints: endpoints > 0 ? endpoints : undefined
 })
 
 /** The record of a cluster dropped at `now`: no affiliate and no watcher left. */
