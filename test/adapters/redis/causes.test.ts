@@ -20,7 +20,7 @@ import type { WatchSink } from "../../../src/ports/ClusterApi.ts"
 import { Unavailable } from "../../../src/ports/DiscoveryError.ts"
 import type { StateBackendShape } from "../../../src/ports/StateBackend.ts"
 import { endpoint, updateRequest, utf8 } from "../../core/fixtures/discovery.ts"
-import { redisForTests } from "./redisServer.ts"
+import { redisForTests, restartHeld } from "./redisServer.ts"
 
 const redis = redisForTests()
 const caps = { maxClusters: 100, maxWatches: 100 }
@@ -249,6 +249,12 @@ describe("causes of watch endings", () => {
   )
 })
 
+/** Instances of the service on one Redis under one key prefix, each named as its changes say. */
+const instancesOn = (prefix: string) => (instanceName: string) =>
+  Effect.flatMap(RedisBackend.make({ url: redis.server.url, keyPrefix: prefix, caps, instanceName }), (backend) =>
+    ClusterState.makeOn(backend, undefined)
+  )
+
 describe("causes with several instances on one Redis", () => {
   it.live(
     "a change is logged once, by the instance that applied it, and every instance reads the same history",
@@ -256,12 +262,7 @@ describe("causes with several instances on one Redis", () => {
       const first = capture()
       const second = capture()
       return Effect.gen(function* () {
-        const prefix = `instances-${randomUUID()}:`
-        const on = (instanceName: string) =>
-          Effect.flatMap(
-            RedisBackend.make({ url: redis.server.url, keyPrefix: prefix, caps, instanceName }),
-            (backend) => ClusterState.makeOn(backend, undefined)
-          )
+        const on = instancesOn(`instances-${randomUUID()}:`)
         const one = yield* on("one")
         const two = yield* on("two")
         const clusterId = "shared"
@@ -292,12 +293,7 @@ describe("causes with several instances on one Redis", () => {
       const watching = capture()
       const sweeping = capture()
       return Effect.gen(function* () {
-        const prefix = `watched-${randomUUID()}:`
-        const on = (instanceName: string) =>
-          Effect.flatMap(
-            RedisBackend.make({ url: redis.server.url, keyPrefix: prefix, caps, instanceName }),
-            (backend) => ClusterState.makeOn(backend, undefined)
-          )
+        const on = instancesOn(`watched-${randomUUID()}:`)
         const one = yield* on("one")
         const two = yield* on("two")
         const clusterId = "held"
@@ -342,14 +338,7 @@ describe("causes when Redis fails a GC pass", () => {
         yield* Effect.promise(() => redis.server.stop(true))
         const failed = yield* Effect.exit(state.collectGarbage)
         assert.isTrue(Exit.isFailure(failed))
-        const original = redis.server
-        const restarted = yield* Effect.promise(() => original.restart())
-        redis.server = Object.assign(restarted, {
-          cleanup: async () => {
-            await restarted.stop()
-            await original.cleanup()
-          }
-        })
+        yield* Effect.promise(() => restartHeld(redis))
         let reported = 0
         for (let i = 0; i < 100 && reported === 0; i++) {
           yield* settle

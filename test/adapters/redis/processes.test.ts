@@ -18,7 +18,7 @@ import { GrpcClient } from "../../../src/adapters/grpc/index.ts"
 import type { ClusterApi, WatchEvent } from "../../../src/ports/ClusterApi.ts"
 import { listening } from "../../e2e/listening.ts"
 import { selfSigned } from "../grpc/certificates.ts"
-import { freePort, redisClusterForTests, redisForTests, startRedis } from "./redisServer.ts"
+import { freePort, redisClusterForTests, redisForTests, restartHeld, startRedis } from "./redisServer.ts"
 
 const root = resolve(import.meta.dirname, "../../..")
 
@@ -193,14 +193,7 @@ describe("service processes on one Redis", () => {
         const watchEnd = yield* Effect.flip(Fiber.join(watch))
         assert.strictEqual(watchEnd._tag, "Unavailable", "the open watch ends with UNAVAILABLE")
         assert.strictEqual(yield* Effect.promise(() => readyz(service)), 503)
-        const original = redis.server
-        const restarted = yield* Effect.promise(() => original.restart())
-        redis.server = Object.assign(restarted, {
-          cleanup: async () => {
-            await restarted.stop()
-            await original.cleanup()
-          }
-        })
+        yield* Effect.promise(() => restartHeld(redis))
         let recovered = false
         for (let i = 0; i < 100 && !recovered; i++) {
           recovered = (yield* Effect.exit(update(api, "outage", "af1", "after")))._tag === "Success"

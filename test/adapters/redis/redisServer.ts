@@ -124,9 +124,29 @@ export const startRedisCluster = async (
 }
 
 /**
+ * Starts the stopped Redis of `holder` again on its port and folder, and puts
+ * the new one in `holder.server`, so that it is stopped after the tests as
+ * the first one would have been.
+ */
+export const restartHeld = async (holder: {
+  server: RedisServer & { cleanup(): Promise<void> }
+}): Promise<RedisServer> => {
+  const original = holder.server
+  const restarted = await original.restart()
+  holder.server = Object.assign(restarted, {
+    cleanup: async () => {
+      await restarted.stop()
+      await original.cleanup()
+    }
+  })
+  return restarted
+}
+
+/**
  * A Redis server for the tests of the file (or describe block) this is called
  * in: started before them and stopped after. `server` is the one running now;
- * a test that restarts Redis puts the new one there, so it is stopped too.
+ * a test that restarts Redis (`restartHeld`) puts the new one there, so it is
+ * stopped too.
  */
 export const redisForTests = (extra: ReadonlyArray<string> = []) => {
   const holder: { server: RedisServer & { cleanup(): Promise<void> } } = { server: undefined as never }
