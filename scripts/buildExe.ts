@@ -15,6 +15,7 @@ import { execFileSync } from "node:child_process"
 import { chmodSync, copyFileSync, mkdirSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { join, resolve } from "node:path"
+import { chartFiles, installedPath } from "../src/adapters/http/live/chartLibrary.ts"
 import { build } from "./bundle.ts"
 import { heapFlags, root } from "./launch.mjs"
 
@@ -39,7 +40,11 @@ export const buildExecutable = async (folder: string): Promise<string> => {
       useSnapshot: false,
       useCodeCache: false,
       execArgv: heapFlags,
-      assets: { "program.cjs": program }
+      assets: {
+        "program.cjs": program,
+        // the live view's chart library, which the executable serves without node_modules
+        ...Object.fromEntries(Object.values(chartFiles).map((name) => [name, installedPath(name)]))
+      }
     })
   )
   execFileSync(process.execPath, ["--experimental-sea-config", config], { stdio: "inherit" })

@@ -52,6 +52,8 @@ export interface ThreadContext {
   readonly stats: ClusterApiClient.Connection["stats"]
   /** A cluster's last changes, asked of the owner. */
   readonly history: ClusterApiClient.Connection["history"]
+  /** The live view's frames, asked of the owner. */
+  readonly live: ClusterApiClient.Connection["live"]
 }
 
 /**
@@ -105,6 +107,7 @@ export const run = <E extends { readonly message: string }>(
         limiter: connection.limiter,
         stats: connection.stats,
         history: connection.history,
+        live: connection.live,
         requestBudget:
           data.requestBudget === undefined
             ? undefined

@@ -56,6 +56,8 @@ export interface IoThreadsOptions {
   readonly stats?: ClusterApiHost.HostOptions["stats"]
   /** A cluster's last changes, for the threads' inspect pages. */
   readonly history?: ClusterApiHost.HostOptions["history"]
+  /** The live view's frames, for the threads' landing pages. */
+  readonly live?: ClusterApiHost.HostOptions["live"]
   /**
    * The request budget all threads share (the main thread's server is its
    * holder 0, thread `index` its holder `index + 1`); a thread that is gone
@@ -109,6 +111,10 @@ export interface ThreadInfo {
   readonly threadId: number
   /** The watches it has open through the owner now. */
   readonly watches: number
+  /** The connections it holds now. */
+  readonly connections: number
+  /** The bytes of requests it holds now (its part of the shared budget), when there is one. */
+  readonly requestBytes: number | undefined
   /** What the owner posted to it that it has not read yet. */
   readonly unread: Backlog
 }
@@ -265,6 +271,7 @@ export const make = (
           limiter: options.limiter,
           stats: options.stats,
           history: options.history,
+          live: options.live,
           codec: deltaCodec,
           onPosted: (bytes) => {
             const now = performance.now()
@@ -563,6 +570,8 @@ export const make = (
           index: thread.index,
           threadId: thread.worker.threadId,
           watches: thread.host.watches(),
+          connections: counts.heldBy(thread.source),
+          requestBytes: options.requestBudget?.reservedBy(thread.index + 1),
           unread: thread.progress.backlog(performance.now())
         })),
       restarts: () => restarts,

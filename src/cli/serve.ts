@@ -7,7 +7,8 @@
  * @since 0.1.0
  */
 import { Duration, Effect, Layer, Logger, Metric, References } from "effect"
-import { defaultRequestBudgetBytes } from "../adapters/grpc/http2/RequestBudget.ts"
+import { defaultRequestBudgetBytes, SharedRequestBudget } from "../adapters/grpc/http2/RequestBudget.ts"
+import type { ThreadRow } from "../adapters/http/live/LiveSample.ts"
 import * as Collected from "../adapters/http/collected.ts"
 import * as Readiness from "../adapters/http/Readiness.ts"
 import { FileSnapshotStore } from "../adapters/storage/index.ts"
@@ -18,6 +19,7 @@ import { serverOn } from "./grpcListener.ts"
 import { lazySite } from "./grpcPortSite.ts"
 import type * as HttpListeners from "./httpListeners.ts"
 import * as JsonLogger from "./jsonLogger.ts"
+import * as LiveViewLayer from "./liveView.ts"
 import type { ServiceConfig } from "./ServiceConfig.ts"
 import * as SharedPort from "./sharedPort.ts"
 import { redactedUrl } from "./stateFlags.ts"
@@ -62,8 +64,32 @@ const grpcPort = (config: ServiceConfig) =>
     const addresses = listenAddresses(config.addr)
     if (config.ioThreads > 1) return yield* SharedPort.serve(config, addresses)
     const fallback = yield* lazySite(config)
-    const bound = yield* serverOn(config, { addresses, fallback, reusePort: config.transport.reusePort })
-    return { port: bound.port, beforeScrape: Effect.void, threads: () => 1 }
+    const requestBudget = SharedRequestBudget.make(
+      config.transport.requestBudgetBytes ?? defaultRequestBudgetBytes(),
+      1
+    )
+    const bound = yield* serverOn(config, {
+      addresses,
+      fallback,
+      reusePort: config.transport.reusePort,
+      requestBudget: { budget: requestBudget, holder: 0 }
+    })
+    const stats = (yield* ClusterState).stats
+    return {
+      port: bound.port,
+      beforeScrape: Effect.void,
+      threads: () => 1,
+      threadRows: (): Array<ThreadRow> => [
+        {
+          index: 0,
+          connections: undefined,
+          watches: Effect.runSync(stats).watches,
+          requestBytes: requestBudget.reservedBy(0),
+          unreadBytes: 0
+        }
+      ],
+      requestMemory: () => ({ bytes: requestBudget.reserved, budget: requestBudget.capacity })
+    }
   })
 
 /**
@@ -153,10 +179,13 @@ export const serve = (config: ServiceConfig) =>
 
 const serveWith = (config: ServiceConfig, http: typeof HttpListeners | undefined) => {
   let started = false
-  const scrape = { refresh: Effect.void }
+  const served = LiveViewLayer.notServing()
   return Effect.gen(function* () {
     const server = yield* grpcPort(config)
-    scrape.refresh = server.beforeScrape
+    served.port = server.port
+    served.refreshMetrics = server.beforeScrape
+    served.threads = server.threadRows
+    served.requestMemory = server.requestMemory
     yield* Collected.gauge(ioThreadsGauge, server.threads)
     yield* Metric.update(Metric.withAttributes(buildInfoGauge, { version: serviceVersion }), 1)
     started = true
@@ -205,9 +234,10 @@ const serveWith = (config: ServiceConfig, http: typeof HttpListeners | undefined
         ? Layer.empty
         : http.layer(
             config,
-            Effect.suspend(() => scrape.refresh)
+            Effect.suspend(() => served.refreshMetrics)
           )
     ),
+    Effect.provide(LiveViewLayer.layer(config, served)),
     Effect.provide(
       Layer.mergeAll(
         snapshotLayer(config, () => started).pipe(

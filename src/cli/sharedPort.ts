@@ -10,11 +10,13 @@
  *
  * @since 0.1.0
  */
-import { Context, Duration, Effect, Exit, Metric, Scope, Stream } from "effect"
+import { Context, Duration, Effect, Exit, Metric, Option, Scope, Stream } from "effect"
 import { Http2Server } from "../adapters/grpc/http2/Http2Server.ts"
 import { ConnectionCounts } from "../adapters/grpc/http2/ConnectionCounts.ts"
 import { defaultRequestBudgetBytes, SharedRequestBudget } from "../adapters/grpc/http2/RequestBudget.ts"
 import * as RateLimit from "../adapters/grpc/rateLimit.ts"
+import type { LiveFrame, ThreadRow } from "../adapters/http/live/LiveSample.ts"
+import { LiveView } from "../adapters/http/live/LiveView.ts"
 import { snapshotWire } from "../adapters/http/MergedMetrics.ts"
 import * as Readiness from "../adapters/http/Readiness.ts"
 import { ClusterState } from "../core/server/ClusterState.ts"
@@ -105,6 +107,10 @@ export const serve = (config: ServiceConfig, addresses: ReadonlyArray<string>) =
       limiter,
       stats: (yield* ClusterState).stats,
       history: (yield* ClusterState).history,
+      live: Option.match(yield* Effect.serviceOption(LiveView), {
+        onNone: () => undefined,
+        onSome: (view) => view.frame
+      }),
       ownSeries: () => snapshotWire(Context.make(Metric.MetricRegistry, ownRegistry)),
       stopTimeout: Duration.sum(grpcStopTimeout, Duration.millis(500))
     }).pipe(Scope.provide(threadsScope))
@@ -113,7 +119,36 @@ export const serve = (config: ServiceConfig, addresses: ReadonlyArray<string>) =
       const shed = server instanceof Http2Server ? (share: number) => server.shed(share) : undefined
       yield* scaleThreads(threads, config.ioThreads - 1, shed).pipe(Scope.provide(threadsScope))
     }
-    return { port: bound.port, beforeScrape: threads.refreshMetrics, threads: () => 1 + threads.workers() }
+    const stats = (yield* ClusterState).stats
+    const threadRows = (): Array<ThreadRow> => {
+      const running = threads.threads()
+      let relayed = 0
+      for (const thread of running) relayed += thread.watches
+      const main: ThreadRow = {
+        index: 0,
+        connections: connections.heldBy(mainThreadHolder),
+        watches: Math.max(0, Effect.runSync(stats).watches - relayed),
+        requestBytes: requestBudget.reservedBy(0),
+        unreadBytes: 0
+      }
+      return [
+        main,
+        ...running.map((thread) => ({
+          index: thread.index + 1,
+          connections: thread.connections,
+          watches: thread.watches,
+          requestBytes: thread.requestBytes,
+          unreadBytes: thread.unread.bytes
+        }))
+      ]
+    }
+    return {
+      port: bound.port,
+      beforeScrape: threads.refreshMetrics,
+      threads: () => 1 + threads.workers(),
+      threadRows,
+      requestMemory: () => ({ bytes: requestBudget.reserved, budget: requestBudget.capacity })
+    }
   })
 
 /**
@@ -196,8 +231,10 @@ export const serveThread = (config: ServiceConfig): Effect.Effect<void> =>
           reportClientIp: !config.disableClientIpReporting
         })
       })
+      const view = LiveView.of({ frame: (since) => Effect.orDie(thread.live(since)) as Effect.Effect<LiveFrame> })
       const fallback = yield* lazySite(config).pipe(
         Effect.provideService(ClusterState, state),
+        Effect.provideService(LiveView, view),
         Effect.provide(Readiness.Readiness.layer)
       )
       return yield* serverOn(config, {

@@ -12,16 +12,21 @@
  * @since 0.1.0
  */
 import type * as http from "node:http"
+import { hostname } from "node:os"
 import type * as http2 from "node:http2"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import type { Scope } from "effect"
-import { Context, Duration, Effect, Exit, Layer, Option } from "effect"
+import { Clock, Context, Duration, Effect, Exit, Layer, Option } from "effect"
 import type { HttpServerError } from "effect/http"
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import type { NetAddress } from "effect/net"
 import { limiterKey, parseSocketAddress, resolveClientAddress } from "../../core/server/clientAddress.ts"
 import { ClusterState } from "../../core/server/ClusterState.ts"
 import * as Health from "./Health.ts"
+import { latestByAffiliate } from "./live/inspectFrame.ts"
+import * as LiveRoutes from "./live/liveRoutes.ts"
+import * as LiveSampler from "./live/LiveSampler.ts"
+import { LiveView } from "./live/LiveView.ts"
 import { boundAddress, serveOn } from "./listener.ts"
 import { inspectPage, landingPage } from "./pages.ts"
 import type { RateLimit } from "./RateLimiter.ts"
@@ -129,10 +134,11 @@ const clientKey = (request: HttpServerRequest.HttpServerRequest, options: Landin
   return ip === undefined ? "unknown" : limiterKey(ip)
 }
 
-// The pages need no script and load nothing: a strict policy makes any escaping slip inert.
+// The pages run only the service's own scripts and reach only the service: an escaping slip stays inert.
 const htmlHeaders = {
   "content-security-policy":
-    "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
+    "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self' 'unsafe-inline'; " +
+    "img-src 'self' data:; form-action 'self'; frame-ancestors 'none'",
   "x-content-type-options": "nosniff"
 }
 const html = (body: string, status = 200) =>
@@ -162,54 +168,117 @@ export const makeStatsHandler = Effect.fnUntraced(function* (ttl: Duration.Input
   )
 })
 
+/** The `/inspect` limit of `options`, or `undefined` when it is disabled. */
+const inspectLimiter = (options: LandingOptions) => {
+  const limit = options.inspectRateLimit ?? defaultInspectRateLimit
+  return limit === "disabled" ? undefined : RateLimiter.make(limit)
+}
+
+const tooManyRequests = (retryAfterMillis: number) =>
+  HttpServerResponse.text("too many requests, try again later\n", {
+    status: 429,
+    headers: { "retry-after": String(Math.max(1, Math.ceil(retryAfterMillis / 1000))) }
+  })
+
+/**
+ * The request's cluster ID after the rate limit (which the page and its
+ * event stream share): a response when it is refused or the query is
+ * malformed, else the ID (empty when none was given).
+ */
+const inspectedCluster = (
+  request: HttpServerRequest.HttpServerRequest,
+  options: LandingOptions,
+  limiter: RateLimiter.RateLimiter | undefined
+) =>
+  Effect.gen(function* () {
+    if (limiter !== undefined) {
+      const decision = yield* limiter.take(clientKey(request, options))
+      if (!decision.allowed) return { _tag: "Refused", response: tooManyRequests(decision.retryAfterMillis) } as const
+    }
+    const question = request.url.indexOf("?")
+    const query = parseQuery(question === -1 ? "" : request.url.slice(question + 1))
+    if (query._tag === "Malformed") return { _tag: "Malformed", message: query.message } as const
+    return { _tag: "Cluster", clusterId: query.values.get("clusterID") ?? "" } as const
+  })
+
 /**
  * The `/inspect` handler: form only for an empty ID, 400 with the validation
  * message for an invalid one or a malformed query, 429 past the rate limit,
- * else the cluster's affiliates and its last changes. It reads with
- * `ClusterState.list` and `history`, which never create a cluster.
+ * else the cluster's affiliates and its last changes, with the script that
+ * keeps them live. It reads with `ClusterState.list` and `history`, which
+ * never create a cluster.
  *
  * @category constructors
  * @since 0.1.0
  */
-export const makeInspectHandler = Effect.fnUntraced(function* (options: LandingOptions) {
+export const makeInspectHandler = Effect.fnUntraced(function* (
+  options: LandingOptions,
+  limiter: RateLimiter.RateLimiter | undefined = inspectLimiter(options)
+) {
   const state = yield* ClusterState
-  const limit = options.inspectRateLimit ?? defaultInspectRateLimit
-  const limiter = limit === "disabled" ? undefined : RateLimiter.make(limit)
   return Effect.gen(function* () {
-    const request = yield* HttpServerRequest.HttpServerRequest
-    if (limiter !== undefined) {
-      const decision = yield* limiter.take(clientKey(request, options))
-      if (!decision.allowed) {
-        return HttpServerResponse.text("too many requests, try again later\n", {
-          status: 429,
-          headers: { "retry-after": String(Math.max(1, Math.ceil(decision.retryAfterMillis / 1000))) }
-        })
-      }
-    }
-    const question = request.url.indexOf("?")
-    const query = parseQuery(question === -1 ? "" : request.url.slice(question + 1))
-    if (query._tag === "Malformed") return html(inspectPage("", { _tag: "Error", message: query.message }), 400)
-    const clusterId = query.values.get("clusterID") ?? ""
+    const asked = yield* inspectedCluster(yield* HttpServerRequest.HttpServerRequest, options, limiter)
+    if (asked._tag === "Refused") return asked.response
+    if (asked._tag === "Malformed") return html(inspectPage("", { _tag: "Error", message: asked.message }), 400)
+    const clusterId = asked.clusterId
     if (clusterId === "") return html(inspectPage("", { _tag: "Form" }))
     const listed = yield* Effect.result(state.list({ clusterId }))
     if (listed._tag === "Failure") {
       return html(inspectPage(clusterId, { _tag: "Error", message: listed.failure.message }), 400)
     }
-    const history = yield* Effect.result(state.history({ clusterId }))
+    const read = yield* Effect.result(state.history({ clusterId }))
+    const history = read._tag === "Success" ? read.success : undefined
     return html(
       inspectPage(clusterId, {
         _tag: "Cluster",
         affiliates: listed.success,
-        history: history._tag === "Success" ? history.success : undefined
+        history,
+        known: latestByAffiliate(history),
+        now: yield* Clock.currentTimeMillis
       })
     )
   }).pipe(Effect.catchCause(() => Effect.succeed(oops())))
 })
 
 /**
+ * The `/inspect/events` handler: the live stream of the page's cluster,
+ * under the same rate limit as the page (one token a stream).
+ */
+const makeInspectEventsHandler = (
+  options: LandingOptions,
+  limiter: RateLimiter.RateLimiter | undefined,
+  streams: LiveRoutes.OpenStreams
+) =>
+  Effect.gen(function* () {
+    const asked = yield* inspectedCluster(yield* HttpServerRequest.HttpServerRequest, options, limiter)
+    if (asked._tag === "Refused") return asked.response
+    if (asked._tag === "Malformed") return HttpServerResponse.text(`${asked.message}\n`, { status: 400 })
+    if (asked.clusterId === "") return HttpServerResponse.text("clusterID is required\n", { status: 400 })
+    return yield* LiveRoutes.inspectEventsFor(asked.clusterId, streams)
+  }).pipe(Effect.catchCause(() => Effect.succeed(oops())))
+
+/**
+ * The live view of the context, or one that samples the state alone (an
+ * embedder's landing listener without the command's threads and instances).
+ */
+const liveViewOf = Effect.gen(function* () {
+  const provided = yield* Effect.serviceOption(LiveView)
+  if (Option.isSome(provided)) return provided.value
+  return yield* LiveSampler.make({
+    self: { name: `${hostname()}/${process.pid}`, version: "embedded", startedAt: Date.now(), state: "embedded" },
+    address: () => "",
+    threads: () => [],
+    requestMemory: () => undefined,
+    refreshMetrics: Effect.void
+  })
+})
+
+/**
  * The site's routes: `/` (landing page), `/index.html` (301 to `/`),
- * `/inspect`, `/stats`, `/healthz`, `/readyz`, and a plain 404 for anything
- * else. Methods are not checked, as in the original's mux. Mount them on any
+ * `/inspect`, the live view's event streams (`/live/events`,
+ * `/inspect/events`) and assets (`/assets/…`), `/stats`, `/healthz`,
+ * `/readyz`, and a plain 404 for anything else. The live view is the
+ * context's `LiveView`, or one sampling the state alone. Methods are not checked, as in the original's mux. Mount them on any
  * `HttpRouter` (for example the main port's, for non-gRPC requests).
  *
  * @category layers
@@ -222,10 +291,28 @@ export const routes = (
     HttpRouter.use((router) =>
       Effect.gen(function* () {
         const stats = yield* makeStatsHandler(options.statsTtl ?? defaultStatsTtl)
-        const inspect = yield* makeInspectHandler(options)
+        const limiter = inspectLimiter(options)
+        const inspect = yield* makeInspectHandler(options, limiter)
+        const view = yield* liveViewOf
+        const streams = new LiveRoutes.OpenStreams()
+        const context = yield* Effect.context<ClusterState>()
         yield* router.add("*", "/", html(landingPage))
         yield* router.add("*", "/index.html", HttpServerResponse.redirect("/", { status: 301 }))
         yield* router.add("*", "/inspect", inspect)
+        yield* router.add(
+          "*",
+          "/inspect/events",
+          makeInspectEventsHandler(options, limiter, streams).pipe(Effect.provideContext(context))
+        )
+        yield* router.add(
+          "*",
+          "/live/events",
+          Effect.sync(() => LiveRoutes.liveEvents(view, streams))
+        )
+        for (const path of Object.keys(LiveRoutes.assets) as Array<keyof typeof LiveRoutes.assets>) {
+          const answer = Effect.sync(LiveRoutes.assets[path]).pipe(Effect.catchCause(() => Effect.succeed(oops())))
+          yield* router.add("GET", path, answer)
+        }
         yield* router.add("*", "/stats", stats)
         yield* router.add("*", "*", HttpServerResponse.text("404 page not found\n", { status: 404 }))
       })

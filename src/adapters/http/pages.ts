@@ -8,6 +8,17 @@ import { changeMessages } from "../../core/server/changeReport.ts"
 import type { ChangeRecord } from "../../ports/ChangeCause.ts"
 import type { AffiliateView } from "../../ports/ClusterApi.ts"
 
+/**
+ * What a cluster's last changes say of one affiliate.
+ *
+ * @category models
+ * @since 0.1.0
+ */
+export interface KnownAffiliate {
+  readonly revision: number | undefined
+  readonly expiresAt: number | undefined
+}
+
 const escapes: Record<string, string> = {
   "&": "&amp;",
   "<": "&lt;",
@@ -47,15 +58,24 @@ const style = `
   table.history { border-collapse: collapse; font-size: 0.9rem; }
   table.history th, table.history td { text-align: left; padding: 0.2rem 0.6rem; border-bottom: 1px solid #e4e8ee; vertical-align: top; }
   input[type=text] { width: 28rem; max-width: 100%; padding: 0.3rem; }
+  .figures { display: grid; grid-template-columns: repeat(auto-fill, minmax(9.5rem, 1fr)); gap: 0.5rem; margin: 0.8rem 0; }
+  .figure { border: 1px solid #d4d9e2; border-radius: 6px; padding: 0.4rem 0.7rem; }
+  .figure .value { font-size: 1.3rem; font-weight: 600; display: block; }
+  .figure .label { color: #5a6270; font-size: 0.85rem; }
+  .chart { margin: 0.6rem 0; }
+  table.rows { border-collapse: collapse; font-size: 0.9rem; margin: 0.4rem 0; }
+  table.rows th, table.rows td { text-align: left; padding: 0.2rem 0.6rem; border-bottom: 1px solid #e4e8ee; }
+  tr.self td { font-weight: 600; }
 `
 
-const page = (title: string, body: string): string => `<!DOCTYPE html>
+const page = (title: string, body: string, head = ""): string => `<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
 <title>${escapeHtml(title)}</title>
-<style>${style}</style>
+<style>${style}</style>${head}
 </head>
 <body>
 ${body}
@@ -77,6 +97,37 @@ export const landingPage: string = page(
 membership discovery) use it to find the other members of their cluster: each node publishes a small record about
 itself, called an affiliate, and watches the records of the other nodes of the same cluster.</p>
 
+<h2>Now</h2>
+<p class="note"><span id="live-self">This instance</span>. <span id="live-status">Live figures need JavaScript.</span></p>
+<div class="figures">
+  <div class="figure"><span class="value" id="live-clusters">–</span><span class="label">clusters</span></div>
+  <div class="figure"><span class="value" id="live-affiliates">–</span><span class="label">affiliates</span></div>
+  <div class="figure"><span class="value" id="live-endpoints">–</span><span class="label">endpoints</span></div>
+  <div class="figure"><span class="value" id="live-watches">–</span><span class="label">open watches</span></div>
+  <div class="figure"><span class="value" id="live-updates">–</span><span class="label">updates/s</span></div>
+  <div class="figure"><span class="value" id="live-deliveries">–</span><span class="label">deliveries/s</span></div>
+  <div class="figure"><span class="value" id="live-cut-off">–</span><span class="label">watchers cut off</span></div>
+  <div class="figure"><span class="value" id="live-request-memory">–</span><span class="label">request memory in use</span></div>
+  <div class="figure"><span class="value" id="live-backend">–</span><span class="label">state backend</span></div>
+</div>
+<h3>The last 15 minutes</h3>
+<div class="chart" id="chart-rates"></div>
+<div class="chart" id="chart-members"></div>
+<div class="chart" id="chart-pressure"></div>
+<h3>Threads serving the gRPC port</h3>
+<table class="rows">
+  <thead><tr><th>Thread</th><th>Connections</th><th>Watches</th><th>Request memory</th><th>Unread</th></tr></thead>
+  <tbody id="threads"></tbody>
+</table>
+<section id="instances-section" hidden>
+<h3>Instances on the shared state</h3>
+<p class="note error" id="instances-error"></p>
+<table class="rows">
+  <thead><tr><th>Instance</th><th>Address</th><th>Version</th><th>Up</th><th>Threads</th><th>Watches</th><th>Updates/s</th><th>Deliveries/s</th><th>Seen</th></tr></thead>
+  <tbody id="instances"></tbody>
+</table>
+</section>
+
 <h2>How the data is protected</h2>
 <ul>
   <li>Everything a node publishes is <strong>encrypted on the node</strong> with a key derived from the cluster's
@@ -92,7 +143,11 @@ itself, called an affiliate, and watches the records of the other nodes of the s
 <h2>Inspect a cluster</h2>
 <p>With a cluster ID you can see what the service holds for that cluster, as the encrypted bytes it stores:
 <a href="/inspect">inspect a cluster</a>.</p>
-`
+`,
+  `
+<link rel="stylesheet" href="/assets/chart.css">
+<script src="/assets/chart.js" defer></script>
+<script src="/assets/live.js" defer></script>`
 )
 
 const form = (clusterId: string) => `<form method="get" action="/inspect">
@@ -105,7 +160,21 @@ const header = `<h1>Inspect a cluster</h1>
 <p><a href="/">Discovery service</a>. Affiliate data and endpoints are shown as the encrypted bytes the service
 stores, in hex; only the cluster's members can decrypt them.</p>`
 
-const affiliateBlock = (affiliate: AffiliateView) => {
+const plural = (count: number, word: string) => `${count} ${word}${count === 1 ? "" : "s"}`
+
+const timeLeft = (expiresAt: number, now: number) => {
+  const left = Math.round((expiresAt - now) / 1000)
+  return left > 0 ? `expires in ${left} s` : `expired ${-left} s ago`
+}
+
+const knownFacts = (affiliate: AffiliateView, known: KnownAffiliate | undefined, now: number) =>
+  `${plural(affiliate.data.length, "byte")} of data, ${plural(affiliate.endpoints.length, "endpoint")}` +
+  (known?.revision === undefined ? "" : `, revision ${known.revision}`) +
+  (known?.expiresAt === undefined
+    ? ""
+    : `, <span class="time-left" data-expires-at="${known.expiresAt}">${timeLeft(known.expiresAt, now)}</span>`)
+
+const affiliateBlock = (affiliate: AffiliateView, known: KnownAffiliate | undefined, now: number) => {
   const endpoints =
     affiliate.endpoints.length === 0
       ? `<p class="note">No endpoints.</p>`
@@ -119,14 +188,22 @@ const affiliateBlock = (affiliate: AffiliateView) => {
     <dd class="hex data">${affiliate.data.length === 0 ? `<span class="note">empty</span>` : toHex(affiliate.data)}</dd>
     <dt>Endpoints</dt>
     <dd>${endpoints}</dd>
+    <dt>Known</dt>
+    <dd class="known">${knownFacts(affiliate, known, now)}</dd>
   </dl>
 </section>`
 }
 
 const seconds = (millis: number): string => `${Math.round(millis / 100) / 10} s`
 
-/** The facts of a change as the inspect page shows them: no client address and no instance (the logs have those). */
-const factsOf = (record: ChangeRecord): string => {
+/**
+ * The facts of a change as the inspect page shows them, as plain text: no
+ * client address and no instance (the logs have those).
+ *
+ * @category rendering
+ * @since 0.1.0
+ */
+export const changeFacts = (record: ChangeRecord): string => {
   const facts: Array<string> = []
   if (record.ttlMillis !== undefined) facts.push(`TTL ${seconds(record.ttlMillis)}`)
   if (record.expiresAt !== undefined) {
@@ -142,7 +219,7 @@ const factsOf = (record: ChangeRecord): string => {
     )
   }
   if (record.endpoints !== undefined) facts.push(`${record.endpoints} endpoint${record.endpoints === 1 ? "" : "s"}`)
-  return escapeHtml(facts.join("; "))
+  return facts.join("; ")
 }
 
 const historyRow = (record: ChangeRecord) => `    <tr class="change">
@@ -150,7 +227,7 @@ const historyRow = (record: ChangeRecord) => `    <tr class="change">
       <td class="at">${new Date(record.at).toISOString()}</td>
       <td><code class="affiliate-id">${escapeHtml(record.affiliateId ?? "")}</code></td>
       <td class="cause" title="${escapeHtml(changeMessages[record.cause])}">${escapeHtml(record.cause)}</td>
-      <td class="facts">${factsOf(record)}</td>
+      <td class="facts">${escapeHtml(changeFacts(record))}</td>
     </tr>`
 
 /**
@@ -188,6 +265,10 @@ export type InspectResult =
       readonly affiliates: ReadonlyArray<AffiliateView>
       /** Its last changes, newest first; `undefined` when they could not be read. */
       readonly history?: ReadonlyArray<ChangeRecord> | undefined
+      /** The revision and expiry of each affiliate, as its last changes say. */
+      readonly known?: ReadonlyMap<string, KnownAffiliate> | undefined
+      /** The time the page counts time left from (default: now). */
+      readonly now?: number | undefined
     }
   | { readonly _tag: "Error"; readonly message: string }
 
@@ -207,14 +288,28 @@ export const inspectPage = (clusterId: string, result: InspectResult): string =>
     case "Error":
       content = `<p class="error">${escapeHtml(result.message)}</p>`
       break
-    case "Cluster":
+    case "Cluster": {
+      const now = result.now ?? Date.now()
+      const revision = result.history?.find((record) => record.revision !== undefined)?.revision
+      const count = plural(result.affiliates.length, "affiliate")
       content =
-        `<h2>Cluster <code class="cluster-id">${escapeHtml(clusterId)}</code></h2>\n` +
+        `<h2>Cluster <code class="cluster-id">${escapeHtml(clusterId)}</code></h2>
+<p class="note" id="live-status">Changes show here as they happen while this page is open (with JavaScript).</p>
+<div id="affiliates">
+` +
         (result.affiliates.length === 0
           ? `<p class="note no-affiliates">No affiliate data for this cluster.</p>`
-          : `<p>${result.affiliates.length} affiliate${result.affiliates.length === 1 ? "" : "s"}.</p>\n` +
-            result.affiliates.map(affiliateBlock).join("\n")) +
-        `\n${historySection(result.history)}`
+          : `<p class="affiliate-count">${revision === undefined ? `${count}.` : `${count}, revision ${revision}.`}</p>\n` +
+            result.affiliates
+              .map((affiliate) => affiliateBlock(affiliate, result.known?.get(affiliate.id), now))
+              .join("\n")) +
+        `\n</div>\n<div id="history">\n${historySection(result.history)}\n</div>`
+      return page(
+        "Inspect a cluster",
+        `${header}\n${form(clusterId)}\n${content}`,
+        `\n<script src="/assets/inspect.js" defer></script>`
+      )
+    }
   }
   return page("Inspect a cluster", `${header}\n${form(clusterId)}\n${content}`)
 }

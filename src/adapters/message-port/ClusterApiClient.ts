@@ -52,6 +52,8 @@ export interface Connection {
   readonly stats: Effect.Effect<StoreStats, DiscoveryError>
   /** A cluster's last changes (when the host serves them). */
   readonly history: (request: ClusterRequest) => Effect.Effect<ReadonlyArray<ChangeRecord>, DiscoveryError>
+  /** The live view's frame after `since` (when the host serves it), as the host's `live` gives it. */
+  readonly live: (since: number) => Effect.Effect<unknown, DiscoveryError>
 }
 
 const ownerGone = () => new Unavailable({ message: "state owner is gone" })
@@ -233,7 +235,8 @@ export const connect = (
       api,
       limiter,
       stats: call<StoreStats>("stats")(undefined),
-      history: call<ReadonlyArray<ChangeRecord>>("history")
+      history: call<ReadonlyArray<ChangeRecord>>("history"),
+      live: call<unknown>("live")
     }
   })
 

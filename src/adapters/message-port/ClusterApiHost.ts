@@ -46,6 +46,8 @@ export interface HostOptions {
   readonly history?:
     | ((request: ClusterRequest) => Effect.Effect<ReadonlyArray<ChangeRecord>, DiscoveryError>)
     | undefined
+  /** The live view's frame for a viewer that has seen the samples up to `since`, for the other side's landing page. */
+  readonly live?: ((since: number) => Effect.Effect<unknown>) | undefined
   /** Told of each batch posted to the other side, with its approximate size in bytes. */
   readonly onPosted?: ((bytes: number) => void) | undefined
 }
@@ -196,6 +198,10 @@ export const serve = (
           return options.history === undefined
             ? Effect.die(new Error("this host serves no history"))
             : options.history(message.request as ClusterRequest)
+        case "live":
+          return options.live === undefined
+            ? Effect.die(new Error("this host serves no live view"))
+            : options.live(message.request as number)
         default:
           return Effect.die(new Error(`not a unary operation: ${message.op}`))
       }

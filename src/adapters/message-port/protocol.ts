@@ -26,7 +26,7 @@ import {
  * @category models
  * @since 0.1.0
  */
-export type UnaryOperation = "hello" | "affiliateUpdate" | "affiliateDelete" | "list" | "stats" | "history"
+export type UnaryOperation = "hello" | "affiliateUpdate" | "affiliateDelete" | "list" | "stats" | "history" | "live"
 
 /**
  * What the side without the state sends: the operations of `ClusterApi` and

@@ -5,3 +5,4 @@
  * @since 0.1.0
  */
 export * as RedisBackend from "./RedisBackend.ts"
+export * as RedisInstanceDirectory from "./RedisInstanceDirectory.ts"

@@ -55,6 +55,8 @@ export const keyspace = (prefix: string) => {
     counts,
     /** The sorted set of clusters held without affiliates because some instance watches them, by when their hold ends. */
     held,
+    /** The hash of the instances' announcements, by instance name (see `RedisInstanceDirectory`). */
+    instances: `${prefix}instances`,
     /** The dataset's marker: a random value that a flush removes (see `Prober`). */
     marker: `${prefix}marker`,
     /** A marker key with the hash tag `tag`, for the primary of its slot under Redis Cluster. */

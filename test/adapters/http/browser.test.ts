@@ -6,52 +6,17 @@
  * except in CI (CI=true), where a missing browser fails.
  */
 import { existsSync } from "node:fs"
-import { mkdtemp, rm } from "node:fs/promises"
+import { mkdtemp } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import type { BrowserContext } from "playwright-core"
-import { chromium } from "playwright-core"
 import * as LandingServer from "../../../src/adapters/http/LandingServer.ts"
 import { ClusterState } from "../../../src/core/server/ClusterState.ts"
 import { endpoint, updateRequest } from "../../core/fixtures/discovery.ts"
+import { browser, chromiumPath, skipBrowser as skip } from "./chromium.ts"
 import { landing } from "./fixtures.ts"
-
-const chromiumPath = "/usr/bin/chromium"
-const hasChromium = existsSync(chromiumPath)
-const inCi = process.env.CI === "true"
-const skip = !hasChromium && !inCi
-
-/** The flags this machine needs: no sandbox as root, no GPU, and no background traffic to Google. */
-const chromiumArgs = [
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync"
-]
-
-/** A headless Chromium with a fresh profile, closed (and its profile removed) with the scope. */
-const browser = Effect.acquireRelease(
-  Effect.promise(async () => {
-    const profile = await mkdtemp(join(tmpdir(), "discovery-chromium-"))
-    const context = await chromium.launchPersistentContext(profile, {
-      executablePath: chromiumPath,
-      headless: true,
-      args: chromiumArgs,
-      viewport: { width: 1100, height: 900 }
-    })
-    return { context, profile }
-  }),
-  ({ context, profile }) =>
-    Effect.promise(async () => {
-      await context.close()
-      await rm(profile, { recursive: true, force: true })
-    })
-)
 
 const hostileId = "<script>window.__xss = 1</script>"
 
@@ -63,7 +28,7 @@ describe(skip ? `browser (skipped: ${chromiumPath} is missing; run .ci/install-c
   }
 
   it("has Chromium (CI must install it with .ci/install-chromium.sh)", () => {
-    assert.isTrue(hasChromium, `${chromiumPath} is missing`)
+    assert.isTrue(existsSync(chromiumPath), `${chromiumPath} is missing`)
   })
 
   it.live(

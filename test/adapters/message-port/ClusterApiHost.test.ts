@@ -69,6 +69,25 @@ const recorder = () => {
 }
 
 describe("ClusterApiHost", () => {
+  it.live("answers the live view's frames after the point the other side asks from", () =>
+    Effect.gen(function* () {
+      const channel = new MessageChannel()
+      const asked: Array<number> = []
+      yield* ClusterApiHost.serve(scriptedCore(() => Effect.succeed(snapshot(0))).api, channel.port1, {
+        codec: deltaCodec,
+        live: (since) =>
+          Effect.sync(() => {
+            asked.push(since)
+            return { samples: [since + 1] }
+          })
+      })
+      const client = yield* ClusterApiClient.connect(channel.port2, deltaCodec)
+      assert.deepStrictEqual(yield* client.live(0), { samples: [1] })
+      assert.deepStrictEqual(yield* client.live(1_700_000_000_000), { samples: [1_700_000_000_001] })
+      assert.deepStrictEqual(asked, [0, 1_700_000_000_000])
+    }).pipe(Effect.scoped)
+  )
+
   it.effect("answers a defect of the core as INTERNAL instead of leaving the call waiting", () =>
     Effect.gen(function* () {
       const { client } = yield* connect(scriptedCore(() => Effect.succeed(snapshot(0))).api)

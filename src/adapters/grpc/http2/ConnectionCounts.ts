@@ -50,6 +50,13 @@ export class ConnectionCounts {
     return this.perAddress.get(address) ?? 0
   }
 
+  /** Connections counted now for `holder`. */
+  heldBy(holder: number): number {
+    let count = 0
+    for (const fromAddress of this.held.get(holder)?.values() ?? []) count += fromAddress
+    return count
+  }
+
   /** Counts a connection of `holder` from `address` when both caps allow it. */
   tryAcquire(holder: number, address: string): boolean {
     const fromAddress = this.perAddress.get(address) ?? 0

@@ -77,6 +77,11 @@ export class SharedRequestBudget {
     return Number(this.#sum())
   }
 
+  /** Bytes server `holder` has reserved now. */
+  reservedBy(holder: number): number {
+    return Number(Atomics.load(this.#cells, firstHolderAt + holder))
+  }
+
   /** Reserves `bytes` for server `holder` when they fit. */
   tryReserve(holder: number, bytes: number): boolean {
     const cells = this.#cells
