@@ -21,7 +21,14 @@ import { statePassword, stateFlags } from "./stateFlags.ts"
 /** The longest delay a Node timer takes (about 24.8 days, 596 hours); a longer one would fire at once. */
 const maxTimerMillis = 2 ** 31 - 1
 
-const goDuration = (name: string, fallback: string, allowZero = false) =>
+/**
+ * A flag holding a Go-style duration (`30s`, `1m`, `1h30m`), positive (or
+ * not negative with `allowZero`) and no longer than a Node timer takes.
+ *
+ * @category flags
+ * @since 0.1.0
+ */
+export const goDuration = (name: string, fallback: string, allowZero = false) =>
   Flag.String(name).pipe(
     Flag.withDefault(fallback),
     Flag.filterMap(
@@ -425,7 +432,8 @@ export const make = <E, R>(serve: (config: ServiceConfig) => Effect.Effect<void,
     Command.withDescription(
       "Talos-compatible cluster discovery service: nodes of a cluster publish encrypted data about themselves " +
         "and watch the other members. State is held in memory with the TTLs the clients give, and saved to a " +
-        "snapshot file."
+        "snapshot file. `discovery-service conformance <host:port>` checks any discovery server against the " +
+        "protocol instead (see `discovery-service conformance --help`)."
     )
   )
 

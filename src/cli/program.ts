@@ -36,11 +36,24 @@ if (!isIoThread()) {
 const teardown: Runtime.Teardown = (exit, onExit) =>
   Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? onExit(0) : Runtime.defaultTeardown(exit, onExit)
 
+const args = process.argv.slice(2)
+
+// `conformance` checks another server; its module loads only then, so a start of the service never pays for it
+const conformance = Effect.flatMap(
+  Effect.promise(() => import("./conformanceCommand.ts")),
+  (conformanceCommand) =>
+    Command.runWith(conformanceCommand.command, { version: serviceVersion })(
+      DiscoveryCommand.normalizeArgs(args.slice(1))
+    )
+)
+
 // An I/O thread (`--io-threads`) runs this same program with the same arguments, and serves its share of the port.
-Command.runWith(
+const service = Command.runWith(
   DiscoveryCommand.make(isIoThread() ? (config) => Effect.provide(serveThread(config), loggerLayer(config)) : serve),
   { version: serviceVersion }
-)(DiscoveryCommand.normalizeArgs(process.argv.slice(2))).pipe(
+)(DiscoveryCommand.normalizeArgs(args))
+
+;(args[0] === "conformance" && !isIoThread() ? conformance : service).pipe(
   Effect.provide(NodeServices.layer),
   NodeRuntime.runMain({ teardown })
 )

@@ -202,6 +202,51 @@ describe("the npm package", { timeout: 120_000 }, () => {
     assert.strictEqual(checked, "")
   })
 
+  it("checks a server with the README's conformance example (node's test runner) and the bin's conformance command", async () => {
+    const readme = await readFile(join(root, "README.md"), "utf8")
+    const section = readme.slice(readme.indexOf("## Check a discovery server"), readme.indexOf("## Embedding"))
+    const example = [...section.matchAll(/```ts\n([\s\S]*?)```/g)].map((match) => match[1]!)[0]!
+    const port = await freePort()
+    const env = { ...process.env, PATH: `${join(node, "..")}:${process.env.PATH}` }
+    const bin = join(project, "node_modules/.bin/discovery-service")
+    const server = spawn(
+      bin,
+      [`--addr=127.0.0.1:${port}`, "--landing-addr=", "--metrics-addr=", "--snapshots-enabled=false"],
+      { cwd: project, stdio: ["ignore", "pipe", "pipe"], env }
+    )
+    children.push(server)
+    await writeFile(
+      join(project, "conformance.test.mjs"),
+      replaced(
+        example,
+        `{ endpoint: "discovery.example.com:443", tls: true }`,
+        `{ endpoint: "127.0.0.1:${port}", tls: false, only: "Hello" }`
+      )
+    )
+    let tests = ""
+    for (let attempt = 0; attempt < 50; attempt++) {
+      const ran = await run(node, ["--test", "--test-reporter=tap", "conformance.test.mjs"], { cwd: project, timeout: 60_000 }).then(
+        ({ stdout }) => ({ ok: true, stdout }),
+        (error: { stdout?: string }) => ({ ok: false, stdout: error.stdout ?? "" })
+      )
+      tests = ran.stdout
+      if (ran.ok) break
+      await new Promise((r) => setTimeout(r, 100))
+    }
+    assert.match(tests, /# pass [1-9]/)
+    assert.match(tests, /# fail 0/)
+    assert.include(tests, "T48 hello rejects an empty or over-long cluster ID with InvalidArgument")
+    const checked = await run(bin, ["conformance", `127.0.0.1:${port}`, "--only", "Hello", "--json"], {
+      cwd: project,
+      env
+    })
+    const report = JSON.parse(checked.stdout) as { extensions: boolean; summary: { passed: number; failed: number } }
+    assert.isTrue(report.extensions)
+    assert.strictEqual(report.summary.failed, 0)
+    assert.isAbove(report.summary.passed, 0)
+    server.kill("SIGTERM")
+  })
+
   it("serves from the package's bin", async () => {
     const port = await freePort()
     const child = spawn(
