@@ -32,8 +32,31 @@ const marks: Record<CaseResult["status"], string> = { passed: "ok  ", failed: "F
 const shown = (value: unknown): string => {
   try {
     return JSON.stringify(value, (_key, inner) => (typeof inner === "bigint" ? String(inner) : inner))
-  } catch {
-    return String(value)
+  } catch (error) {
+    return JSON.stringify({ unprintable: error instanceof Error ? error.message : String(error) })
+  }
+}
+
+const stepOps = new Set(["update", "delete", "list", "watch", "disconnect"])
+
+/** The script a previous run saved, or why it is not one. */
+const readScript = (path: string): ReplayScript | Error => {
+  try {
+    const script = JSON.parse(readFileSync(path, "utf8")) as Partial<ReplayScript>
+    const steps = script.steps
+    if (
+      !Array.isArray(steps) ||
+      !steps.every(
+        (step) => typeof step === "object" && step !== null && stepOps.has((step as { op?: unknown }).op as string)
+      )
+    ) {
+      return new Error(
+        `${path} is not a saved sequence: it needs "steps", each with an "op" of ${[...stepOps].join(", ")}`
+      )
+    }
+    return { property: String(script.property ?? "saved sequence"), seed: Number(script.seed ?? 0), steps }
+  } catch (error) {
+    return new Error(`cannot read ${path}: ${error instanceof Error ? error.message : String(error)}`)
   }
 }
 
@@ -143,36 +166,49 @@ const saveScript = (script: ReplayScript): string | undefined => {
  */
 export const command = Command.make("conformance", flags, (parsed) =>
   Effect.gen(function* () {
-    const ca = Option.getOrUndefined(parsed.ca)
-    const { target, extensions } = yield* remoteTarget({
-      endpoint: parsed.target,
-      tls: ca === undefined ? parsed.tls : { ca: readFileSync(ca) },
-      extensions: parsed.extensions ? true : undefined,
-      caseTimeoutMillis: Duration.toMillis(parsed.caseTimeout)
-    }).pipe(
-      Effect.mapError(
-        (error) => new Error(`cannot reach ${parsed.target}: ${"message" in error ? error.message : String(error)}`)
-      )
-    )
-    const redirect = Option.getOrUndefined(parsed.redirect)
-    const cases = contractCases({ ...target, redirectEndpoint: redirect })
     const write = (text: string) => process.stdout.write(`${text}\n`)
+    /** Says why the check could not run (as JSON with `--json`) and exits 2. */
+    const cannot = (message: string) =>
+      Effect.sync(() => {
+        if (parsed.json) write(shown({ target: parsed.target, error: message }))
+        else process.stderr.write(`error: ${message}\n`)
+        process.exitCode = 2
+      })
+    const replayFile = Option.getOrUndefined(parsed.replay)
+    const script = replayFile === undefined ? undefined : readScript(replayFile)
+    if (script instanceof Error) return yield* cannot(script.message)
+    const ca = Option.getOrUndefined(parsed.ca)
+    const reached = yield* Effect.result(
+      remoteTarget({
+        endpoint: parsed.target,
+        tls: ca === undefined ? parsed.tls : { ca: readFileSync(ca) },
+        extensions: parsed.extensions ? true : undefined,
+        caseTimeoutMillis: Duration.toMillis(parsed.caseTimeout)
+      })
+    )
+    if (reached._tag === "Failure") {
+      const error = reached.failure
+      return yield* cannot(`cannot reach ${parsed.target}: ${"message" in error ? error.message : String(error)}`)
+    }
+    const { target, extensions } = reached.success
+    const cases = contractCases({ ...target, redirectEndpoint: Option.getOrUndefined(parsed.redirect) })
+    const only = Option.getOrUndefined(parsed.only)
+    const withProperty = parsed.runs > 0 && picked({ group: "properties", name: modelPropertyName }, only)
+    if (script === undefined && !withProperty && !cases.some((one) => picked(one, only))) {
+      return yield* cannot(`--only ${JSON.stringify(only)} selects no case and no property`)
+    }
     if (!parsed.json) {
       write(
         `checking ${parsed.target} (${extensions ? "with our extensions" : "the original protocol: it announces no extensions"})`
       )
     }
-    const only = Option.getOrUndefined(parsed.only)
-    const replayFile = Option.getOrUndefined(parsed.replay)
     const results =
-      replayFile !== undefined
+      script !== undefined
         ? []
         : yield* runCases(cases, { only, onResult: parsed.json ? undefined : (result) => write(caseLine(result)) })
     const properties: Array<PropertyResult & { readonly savedAt?: string | undefined }> = []
-    if (replayFile !== undefined) {
-      const script = JSON.parse(readFileSync(replayFile, "utf8")) as ReplayScript
-      properties.push(yield* replayScript(target.layer, script))
-    } else if (parsed.runs > 0 && picked({ group: "properties", name: modelPropertyName }, only)) {
+    if (script !== undefined) properties.push(yield* replayScript(target.layer, script))
+    else if (withProperty) {
       const checked = yield* checkModelProperty(target.layer, {
         runs: parsed.runs,
         seed: Option.getOrUndefined(parsed.seed)
@@ -205,6 +241,6 @@ export const command = Command.make("conformance", flags, (parsed) =>
   })
 ).pipe(
   Command.withDescription(
-    "Checks a discovery server against the protocol over gRPC: each case of the conformance kit passes, fails (with what was expected and what came), is skipped (with why) or differs from the original by design; then random sequences of updates, deletes, lists and watches are checked against a reference model, a failing one shrunk and saved for --replay. Exits 0 only when no case failed and the property holds."
+    "Checks a discovery server against the protocol over gRPC: each case of the conformance kit passes, fails (with what was expected and what came), is skipped (with why) or differs from the original by design; then random sequences of updates, deletes, lists and watches are checked against a reference model, a failing one shrunk and saved for --replay. Exits 0 only when no case failed and the property holds, 1 when one did not, 2 when the check could not run, 130 when interrupted."
   )
 )

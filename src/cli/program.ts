@@ -33,8 +33,11 @@ if (!isIoThread()) {
   process.on("SIGTERM", onSignal)
 }
 
-const teardown: Runtime.Teardown = (exit, onExit) =>
+// the service stopped by a signal did its job; a check stopped by one did not (a CI job killed on timeout must not pass)
+const serviceTeardown: Runtime.Teardown = (exit, onExit) =>
   Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? onExit(0) : Runtime.defaultTeardown(exit, onExit)
+const checkTeardown: Runtime.Teardown = (exit, onExit) =>
+  Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? onExit(130) : Runtime.defaultTeardown(exit, onExit)
 
 const args = process.argv.slice(2)
 
@@ -53,7 +56,8 @@ const service = Command.runWith(
   { version: serviceVersion }
 )(DiscoveryCommand.normalizeArgs(args))
 
-;(args[0] === "conformance" && !isIoThread() ? conformance : service).pipe(
+const checking = args[0] === "conformance" && !isIoThread()
+;(checking ? conformance : service).pipe(
   Effect.provide(NodeServices.layer),
-  NodeRuntime.runMain({ teardown })
+  NodeRuntime.runMain({ teardown: checking ? checkTeardown : serviceTeardown })
 )

@@ -111,7 +111,9 @@ export interface ConformanceCase<R = never> {
   readonly unmet: ReadonlyArray<string>
   /** True for a case of our deliberate improvements over the original (PROTOCOL.md §7). */
   readonly improvement: boolean
+  /** The case's checks; it fails with the first that does not hold. */
   readonly run: () => Effect.Effect<void, unknown, ClusterApi | R | Scope.Scope>
+  /** The target it runs on (built afresh for each case). */
   readonly layer: Layer.Layer<ClusterApi | R, unknown>
   /** Milliseconds the case may take, when the target says. */
   readonly timeout: number | undefined

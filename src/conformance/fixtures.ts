@@ -92,12 +92,14 @@ export const showEvent = (event: WatchEvent): ShownEvent => {
   }
 }
 
-/** Expected watch events. */
+/** An expected snapshot holding `affiliates` (in any order). */
 export const snapshot = (...affiliates: ReadonlyArray<Shown>): ShownEvent => ({
   _tag: "Snapshot",
   affiliates: [...affiliates].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
 })
+/** An expected update carrying `affiliate`'s full state. */
 export const updated = (affiliate: Shown): ShownEvent => ({ _tag: "Updated", affiliate })
+/** An expected deletion of `affiliateId`. */
 export const deleted = (affiliateId: string): ShownEvent => ({ _tag: "Deleted", affiliateId })
 
 /** Replays watch events onto a map, as a client does: the state the watcher believes in. */

@@ -2,20 +2,31 @@
  * The conformance kit (`talos-discovery/conformance`): the protocol's cases,
  * runnable against any discovery server over gRPC, from the command
  * (`discovery-service conformance <host:port>`) or from another project's
- * test runner (`registerTests`, for vitest or node's test runner).
+ * test runner (`registerTests` and `registerProperty`, for vitest or node's
+ * test runner).
  *
  * @since 0.1.0
  */
 import { Effect } from "effect"
 import { type ConformanceCase, contractCases } from "./cases.ts"
-import { type RemoteOptions, remoteTarget } from "./remoteTarget.ts"
+import { checkModelProperty, modelPropertyName, type PropertyOptions } from "./properties.ts"
+import { clientLayer, type RemoteOptions, remoteTarget } from "./remoteTarget.ts"
 import { picked, runCase } from "./runner.ts"
 
 export { type ConformanceCase, contractCases } from "./cases.ts"
 export { assert } from "./check.ts"
-export { announcesExtensions, type RemoteOptions, remoteTarget } from "./remoteTarget.ts"
+export {
+  checkModelProperty,
+  modelPropertyName,
+  type PropertyOptions,
+  type PropertyResult,
+  type ReplayScript,
+  replayScript
+} from "./properties.ts"
+export { announcesExtensions, clientLayer, type RemoteOptions, remoteTarget } from "./remoteTarget.ts"
 export { type CaseResult, type CaseStatus, type RunOptions, runCase, runCases, summarize } from "./runner.ts"
 export type * from "./Target.ts"
+export { runSteps, type Step, stepsArbitrary } from "./wireModel.ts"
 
 /**
  * What `registerTests` needs of a test runner: `describe(name, body)` and
@@ -56,7 +67,9 @@ export const registerTests = (
 }
 
 /**
- * Registers `cases` (of any target, in process included) with a test runner.
+ * Registers `cases` (of any target) with a test runner. Each case runs on
+ * Effect's default services: the time cases of a target whose time control
+ * is `TestClock` need `TestClock.layer()` in the target's layer.
  *
  * @category constructors
  * @since 0.1.0
@@ -88,4 +101,22 @@ export const registerCases = <R>(
       }
     })
   }
+}
+
+/**
+ * Registers the model-based property for the server of `options` as one
+ * test: it fails with the shrunk failing sequence, ready for `replayScript`.
+ *
+ * @category constructors
+ * @since 0.1.0
+ */
+export const registerProperty = (options: RemoteOptions & PropertyOptions, runner: TestRunner): void => {
+  runner.describe("properties", () => {
+    runner.test(modelPropertyName, { timeout: options.caseTimeoutMillis ?? 600_000 }, async () => {
+      const result = await Effect.runPromise(checkModelProperty(clientLayer(options), options))
+      if (result.status === "failed") {
+        throw new Error(`${result.reason ?? "failed"}\nreplay script: ${JSON.stringify(result.counterexample)}`)
+      }
+    })
+  })
 }

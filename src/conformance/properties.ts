@@ -81,12 +81,14 @@ export const checkModelProperty = (
     const started = yield* Clock.currentTimeMillis
     const seed = options.seed ?? (started % 2 ** 31) | 0
     const runs = options.runs ?? 30
-    const details = yield* Effect.promise(async () => {
+    // interrupted, the check stops at its next run (and the current run with it) and its client is closed
+    const details = yield* Effect.promise(async (signal) => {
       const runtime = ManagedRuntime.make(layer)
       try {
         return await fc.check(
           fc.asyncProperty(stepsArbitrary(options.maxSteps), async (steps) => {
-            await runtime.runPromise(Effect.scoped(runSteps(steps, options.settleMillis)))
+            if (signal.aborted) throw new Error("interrupted")
+            await runtime.runPromise(Effect.scoped(runSteps(steps, options.settleMillis)), { signal })
           }),
           { seed, numRuns: runs, endOnFailure: false }
         )

@@ -189,6 +189,7 @@ export const runSteps = (
           if (seen !== undefined && JSON.stringify(seen) === JSON.stringify(wanted)) break
           if (waited >= settleMillis) {
             assert.deepStrictEqual(seen, wanted, `a watch of cluster ${watch.cluster}, replayed, after ${at}`)
+            break
           }
           yield* realPause(10)
         }

@@ -125,6 +125,48 @@ describe("discovery-service conformance", () => {
     )
   }, 60_000)
 
+  it("exits 2 when it cannot run: nothing selected, a server that does not answer, an unreadable script", async () => {
+    const port = await startService([])
+    const nothing = await conformance(port, ["--only", "no such case"])
+    assert.strictEqual(nothing.code, 2)
+    assert.include((nothing.report as unknown as { error: string }).error, "selects no case and no property")
+    const closed = await conformance(1, [])
+    assert.strictEqual(closed.code, 2)
+    assert.include((closed.report as unknown as { error: string }).error, "cannot reach 127.0.0.1:1")
+    const script = join(mkdtempSync(join(tmpdir(), "discovery-replay-")), "script.json")
+    writeFileSync(script, JSON.stringify({ steps: [{ op: "reboot" }] }))
+    const unreadable = await conformance(port, ["--replay", script])
+    assert.strictEqual(unreadable.code, 2)
+    assert.include((unreadable.report as unknown as { error: string }).error, "is not a saved sequence")
+  }, 60_000)
+
+  it("exits 130, not 0, when interrupted in the middle of a check", async () => {
+    // rate limited as by default: the limit cases take a minute, time enough to interrupt it
+    const child = spawn(
+      process.execPath,
+      ["src/cli/main.ts", "--addr=127.0.0.1:0", "--landing-addr=", "--metrics-addr=", "--snapshots-enabled=false"],
+      {
+        cwd: root,
+        stdio: ["ignore", "pipe", "pipe"]
+      }
+    )
+    started.push(child)
+    const port = (await listening(child)).ports.port!
+    const check = spawn(process.execPath, ["src/cli/main.ts", "conformance", `127.0.0.1:${port}`, "--only", "limits"], {
+      cwd: root,
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let output = ""
+    check.stdout!.on("data", (chunk: Buffer) => {
+      output += chunk.toString()
+    })
+    for (let i = 0; i < 100 && !output.includes("checking"); i++) await new Promise((r) => setTimeout(r, 50))
+    await new Promise((r) => setTimeout(r, 500))
+    check.kill("SIGINT")
+    const [code] = (await once(check, "exit")) as [number | null]
+    assert.strictEqual(code, 130)
+  }, 60_000)
+
   it("fails a server whose Hello carries a redirect it was not told of, saying what came, and exits 1", async () => {
     const port = await startService(["--redirect-endpoint=elsewhere.example:443"])
     const { code, report } = await conformance(port, ["--only", "Hello"])

@@ -17,6 +17,7 @@ import { join, resolve } from "node:path"
 import { promisify } from "node:util"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import { freePort } from "../adapters/redis/redisServer.ts"
+import { listening } from "../e2e/listening.ts"
 
 const run = promisify(execFile)
 const root = resolve(import.meta.dirname, "../..")
@@ -223,16 +224,11 @@ describe("the npm package", { timeout: 120_000 }, () => {
         `{ endpoint: "127.0.0.1:${port}", tls: false, only: "Hello" }`
       )
     )
-    let tests = ""
-    for (let attempt = 0; attempt < 50; attempt++) {
-      const ran = await run(node, ["--test", "--test-reporter=tap", "conformance.test.mjs"], { cwd: project, timeout: 60_000 }).then(
-        ({ stdout }) => ({ ok: true, stdout }),
-        (error: { stdout?: string }) => ({ ok: false, stdout: error.stdout ?? "" })
-      )
-      tests = ran.stdout
-      if (ran.ok) break
-      await new Promise((r) => setTimeout(r, 100))
-    }
+    await listening(server)
+    const { stdout: tests } = await run(node, ["--test", "--test-reporter=tap", "conformance.test.mjs"], {
+      cwd: project,
+      timeout: 60_000
+    })
     assert.match(tests, /# pass [1-9]/)
     assert.match(tests, /# fail 0/)
     assert.include(tests, "T48 hello rejects an empty or over-long cluster ID with InvalidArgument")
