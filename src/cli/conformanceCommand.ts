@@ -26,6 +26,7 @@ import {
 import type { CaseResult } from "../conformance/runner.ts"
 import { picked, runCases, summarize } from "../conformance/runner.ts"
 import { goDuration } from "./command.ts"
+import { parseGoDuration } from "./goDuration.ts"
 
 const marks: Record<CaseResult["status"], string> = { passed: "ok  ", failed: "FAIL", skipped: "skip", differs: "diff" }
 
@@ -122,6 +123,12 @@ const flags = {
     Flag.withDescription("the property's seed, to run the same sequences again (default: from the clock)"),
     Flag.optional
   ),
+  expiryWithin: Flag.String("expiry-within").pipe(
+    Flag.withDescription(
+      "run the real-time expiry cases (slower): how soon after a TTL passes the server removes the affiliate, its GC interval and a margin (2s for --gc-interval 1s; 1m5s for the original's default)"
+    ),
+    Flag.optional
+  ),
   replay: Flag.String("replay").pipe(
     Flag.withDescription("replay the failing sequence a previous run saved in this file, and nothing else"),
     Flag.optional
@@ -177,13 +184,19 @@ export const command = Command.make("conformance", flags, (parsed) =>
     const replayFile = Option.getOrUndefined(parsed.replay)
     const script = replayFile === undefined ? undefined : readScript(replayFile)
     if (script instanceof Error) return yield* cannot(script.message)
+    const expiryText = Option.getOrUndefined(parsed.expiryWithin)
+    const expiryWithin = expiryText === undefined ? undefined : parseGoDuration(expiryText)
+    if (expiryText !== undefined && (expiryWithin === undefined || Duration.isNegative(expiryWithin))) {
+      return yield* cannot(`--expiry-within: ${JSON.stringify(expiryText)} is not a duration (examples: 2s, 1m5s)`)
+    }
     const ca = Option.getOrUndefined(parsed.ca)
     const reached = yield* Effect.result(
       remoteTarget({
         endpoint: parsed.target,
         tls: ca === undefined ? parsed.tls : { ca: readFileSync(ca) },
         extensions: parsed.extensions ? true : undefined,
-        caseTimeoutMillis: Duration.toMillis(parsed.caseTimeout)
+        caseTimeoutMillis: Duration.toMillis(parsed.caseTimeout),
+        expiryWithinMillis: expiryWithin === undefined ? undefined : Duration.toMillis(expiryWithin)
       })
     )
     if (reached._tag === "Failure") {

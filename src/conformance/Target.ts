@@ -118,6 +118,13 @@ export interface ContractTarget<R = never> {
    * surrogate arrives malformed. False over protobuf, which encodes it as U+FFFD.
    */
   readonly rawStrings: boolean
+  /**
+   * Expiry on the server's real clock: how soon after an affiliate's TTL
+   * passes the server has surely removed it (its GC interval and a margin).
+   * Absent skips the real-time expiry cases (a server on `TestClock` never
+   * expires anything in real time).
+   */
+  readonly realTimeExpiry?: { readonly gcWithinMillis: number } | undefined
   /** Per-case timeout in milliseconds (vitest's default when absent); remote targets may need more. */
   readonly timeout?: number | undefined
 }

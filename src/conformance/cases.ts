@@ -33,6 +33,7 @@ import {
   maxData,
   newClusterId,
   openWatch,
+  realSleep,
   replay,
   settled,
   show,
@@ -139,7 +140,11 @@ export const contractCases = <R>(target: ContractTarget<R>): ReadonlyArray<Confo
     caps: target.caps ? undefined : "no small-caps variant",
     slowWatcher: target.slowWatcher ? undefined : "no slow-watcher bound",
     exactBuffer: target.slowWatcher?.exact ? undefined : "transport buffers hide the exact 32-event bound",
-    rawStrings: target.rawStrings ? undefined : "strings cross a UTF-8 wire"
+    rawStrings: target.rawStrings ? undefined : "strings cross a UTF-8 wire",
+    extensions: target.ours ? undefined : "the server announces no extensions (resumable watches)",
+    realTime: target.realTimeExpiry
+      ? undefined
+      : "real-time expiry not asked for (it needs the server's GC interval: --expiry-within)"
   }
   type Need = keyof typeof unmet
 
@@ -835,6 +840,109 @@ export const contractCases = <R>(target: ContractTarget<R>): ReadonlyArray<Confo
         const watch = yield* openWatch(lone)
         yield* expectFailure(watch.next, "InvalidArgument", "cluster ID is not valid UTF-8")
       })
+    )
+  })
+
+  group("expiry in real time (slower)", () => {
+    const gcWithin = () => target.realTimeExpiry!.gcWithinMillis
+    const ttl = Duration.seconds(2)
+
+    test("an affiliate whose TTL passed leaves List, and its watcher sees it deleted", ["realTime"], () =>
+      Effect.gen(function* () {
+        const c = newClusterId()
+        yield* update(c, "short", { data: "short", ttl })
+        yield* update(c, "long", { data: "long", ttl: Duration.minutes(10) })
+        const watch = yield* watchFrom(c, snapshot(expected("long", "long"), expected("short", "short")))
+        const listed = yield* settled(list(c), (affiliates) => affiliates.length === 1, 2000 + gcWithin() + 1000)
+        assert.deepStrictEqual(listed, [expected("long", "long")])
+        yield* watch.expect(deleted("short"))
+      })
+    )
+
+    test("an update before its TTL passes keeps an affiliate past its first expiry", ["realTime"], () =>
+      Effect.gen(function* () {
+        const c = newClusterId()
+        yield* update(c, "kept", { data: "kept", ttl })
+        yield* realSleep(1000)
+        const longer = Duration.millis(2000 + 2 * gcWithin() + 2000)
+        yield* update(c, "kept", { data: "kept", ttl: longer })
+        // the first expiry and a GC pass after it are over: still there
+        yield* realSleep(1000 + gcWithin() + 500)
+        assert.deepStrictEqual(yield* list(c), [expected("kept", "kept")])
+        const gone = yield* settled(
+          list(c),
+          (affiliates) => affiliates.length === 0,
+          Duration.toMillis(longer) + gcWithin()
+        )
+        assert.deepStrictEqual(gone, [])
+      })
+    )
+  })
+
+  group("extensions: resumable watches", () => {
+    /** The next event, which must be `tag`; gives it with its revision and epoch. */
+    const nextOf = <Tag extends WatchEvent["_tag"]>(cursor: WatchCursor, tag: Tag) =>
+      Effect.map(cursor.next, (event) => {
+        assert.strictEqual(event._tag, tag, `expected ${tag}, came ${JSON.stringify(showEvent(event))}`)
+        return event as Extract<WatchEvent, { readonly _tag: Tag }>
+      })
+
+    test("a snapshot names its epoch and revision, and each change takes the next revision", ["extensions"], () =>
+      Effect.gen(function* () {
+        const c = newClusterId()
+        yield* update(c, "af1", { data: "one" })
+        const watch = yield* openWatch(c)
+        const first = yield* nextOf(watch, "Snapshot")
+        assert.isTrue(typeof first.epoch === "string" && first.epoch !== "", "the snapshot names an epoch")
+        yield* update(c, "af2", { data: "two" })
+        yield* remove(c, "af1")
+        assert.strictEqual((yield* nextOf(watch, "Updated")).revision, first.revision + 1)
+        assert.strictEqual((yield* nextOf(watch, "Deleted")).revision, first.revision + 2)
+      })
+    )
+
+    test(
+      "a watch resumed where it left off gets exactly the changes it missed, in order, then live ones",
+      ["extensions"],
+      () =>
+        Effect.gen(function* () {
+          const c = newClusterId()
+          const scope = yield* Scope.make()
+          const first = yield* openWatch(c).pipe(Scope.provide(scope))
+          const start = yield* nextOf(first, "Snapshot")
+          yield* update(c, "af1", { data: "one" })
+          const applied = yield* nextOf(first, "Updated")
+          yield* Scope.close(scope, Exit.void)
+          yield* update(c, "af2", { data: "two" })
+          yield* remove(c, "af1")
+          const resumed = yield* openWatch(c, { epoch: start.epoch!, revision: applied.revision })
+          const point = yield* nextOf(resumed, "Resumed")
+          assert.deepStrictEqual([point.epoch, point.revision], [start.epoch, applied.revision])
+          yield* resumed.expect(updated(expected("af2", "two")))
+          yield* resumed.expect(deleted("af1"))
+          yield* update(c, "af3", { data: "three" })
+          const live = yield* nextOf(resumed, "Updated")
+          assert.strictEqual(live.revision, applied.revision + 3)
+        })
+    )
+
+    test(
+      "a resume point of another epoch, or beyond the cluster's revision, gets a fresh snapshot",
+      ["extensions"],
+      () =>
+        Effect.gen(function* () {
+          const c = newClusterId()
+          yield* update(c, "af1", { data: "one" })
+          const start = yield* nextOf(yield* openWatch(c), "Snapshot")
+          for (const resume of [
+            { epoch: `${start.epoch}-not`, revision: start.revision },
+            { epoch: start.epoch!, revision: start.revision + 100 }
+          ]) {
+            const fresh = yield* openWatch(c, resume)
+            const snapshotted = yield* nextOf(fresh, "Snapshot")
+            assert.deepStrictEqual(showAll(snapshotted.affiliates), [expected("af1", "one")])
+          }
+        })
     )
   })
 

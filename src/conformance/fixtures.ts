@@ -9,7 +9,7 @@ import { randomUUID } from "node:crypto"
 import type { Cause, Scope } from "effect"
 import { Effect, Stream } from "effect"
 import { assert } from "./check.ts"
-import type { AffiliateView, WatchEvent } from "../ports/ClusterApi.ts"
+import type { AffiliateView, ResumePoint, WatchEvent } from "../ports/ClusterApi.ts"
 import { ClusterApi } from "../ports/ClusterApi.ts"
 import type { DiscoveryError } from "../ports/DiscoveryError.ts"
 
@@ -156,10 +156,13 @@ const withinRealTime = <A, E>(effect: Effect.Effect<A, E>, millis: number, expec
   )
 
 /** Opens a watch in the current scope; closing the scope closes the watch. Nothing is read yet. */
-export const openWatch = (clusterId: string): Effect.Effect<WatchCursor, never, ClusterApi | Scope.Scope> =>
+export const openWatch = (
+  clusterId: string,
+  resume?: ResumePoint | undefined
+): Effect.Effect<WatchCursor, never, ClusterApi | Scope.Scope> =>
   Effect.gen(function* () {
     const api = yield* ClusterApi
-    const pull = yield* Stream.toPull(api.watch({ clusterId }))
+    const pull = yield* Stream.toPull(api.watch({ clusterId, resume }))
     const buffered: Array<WatchEvent> = []
     const next: Effect.Effect<WatchEvent, DiscoveryError | Cause.Done> = Effect.suspend(() => {
       const head = buffered.shift()
@@ -198,19 +201,27 @@ export const expectFailure = <A, E, R>(
     }
   })
 
-const realPause = Effect.promise(() => new Promise<void>((resume) => setTimeout(resume, 10)))
+/** Waits `millis` of real time (never the test clock). */
+export const realSleep = (millis: number): Effect.Effect<void> =>
+  Effect.promise(() => new Promise<void>((resume) => setTimeout(resume, millis)))
+
+const realPause = realSleep(10)
 
 /**
  * Reads `read` until `done` holds, pausing 10 ms of real time between tries, at
- * most 2 s; returns the last value (the caller asserts on it). In process every
+ * most `withinMillis` (2 s); returns the last value (the caller asserts on it). In process every
  * effect is already visible, so the first read succeeds and no time passes; over
  * a transport, a closed stream reaches the server a little later.
  */
-export const settled = <A, E, R>(read: Effect.Effect<A, E, R>, done: (value: A) => boolean): Effect.Effect<A, E, R> =>
+export const settled = <A, E, R>(
+  read: Effect.Effect<A, E, R>,
+  done: (value: A) => boolean,
+  withinMillis = 2000
+): Effect.Effect<A, E, R> =>
   Effect.gen(function* () {
     for (let attempt = 0; ; attempt++) {
       const value = yield* read
-      if (done(value) || attempt >= 200) return value
+      if (done(value) || attempt >= withinMillis / 10) return value
       yield* realPause
     }
   })

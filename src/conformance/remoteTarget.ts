@@ -29,6 +29,12 @@ export interface RemoteOptions {
   readonly extensions?: boolean | undefined
   /** The longest a case may take, in milliseconds (default 60 s). */
   readonly caseTimeoutMillis?: number | undefined
+  /**
+   * How soon after a TTL passes the server has removed the affiliate, in
+   * milliseconds (its GC interval and a margin); given, the real-time expiry
+   * cases run.
+   */
+  readonly expiryWithinMillis?: number | undefined
 }
 
 const credentialsOf = (tls: RemoteOptions["tls"]): boolean | grpc.ChannelCredentials =>
@@ -74,7 +80,9 @@ export const remoteTarget = (options: RemoteOptions) =>
       ours: extensions,
       clientIp: { _tag: "Any" },
       rawStrings: false,
-      timeout: options.caseTimeoutMillis ?? 60_000
+      timeout: options.caseTimeoutMillis ?? 60_000,
+      realTimeExpiry:
+        options.expiryWithinMillis === undefined ? undefined : { gcWithinMillis: options.expiryWithinMillis }
     }
     return { target, extensions }
   })

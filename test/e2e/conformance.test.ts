@@ -98,6 +98,24 @@ describe("discovery-service conformance", () => {
     }, 120_000)
   }
 
+  it("runs the real-time expiry cases when told how soon the server collects, and they hold", async () => {
+    const port = await startService(["--gc-interval=1s"])
+    const { code, report } = await conformance(port, ["--only", "real time", "--expiry-within", "2s"])
+    assert.strictEqual(code, 0, JSON.stringify(report.results))
+    assert.deepStrictEqual(
+      report.results.map((result) => result.status),
+      ["passed", "passed"]
+    )
+    const untold = await conformance(port, ["--only", "real time"])
+    assert.deepStrictEqual(
+      untold.report.results.map((result) => [result.status, result.reason]),
+      report.results.map(() => [
+        "skipped",
+        "real-time expiry not asked for (it needs the server's GC interval: --expiry-within)"
+      ])
+    )
+  }, 90_000)
+
   it("replays a saved sequence, and nothing else", async () => {
     const port = await startService([])
     const script = join(mkdtempSync(join(tmpdir(), "discovery-replay-")), "script.json")

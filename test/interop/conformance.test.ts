@@ -30,7 +30,18 @@ describe("discovery-service conformance against the original", () => {
   it("holds every case of the original protocol and reports our improvements as differences", async () => {
     const { stdout } = await promisify(execFile)(
       process.execPath,
-      ["src/cli/main.ts", "conformance", server!.address, "--json", "--runs", "10", "--seed", "2611"],
+      [
+        "src/cli/main.ts",
+        "conformance",
+        server!.address,
+        "--json",
+        "--runs",
+        "10",
+        "--seed",
+        "2611",
+        "--expiry-within",
+        "2s"
+      ],
       { cwd: root, maxBuffer: 16 * 1024 * 1024 }
     )
     const report = JSON.parse(stdout) as {
@@ -46,7 +57,12 @@ describe("discovery-service conformance against the original", () => {
       report.results.filter((result) => result.status === "failed"),
       []
     )
-    assert.isAtLeast(report.summary.passed, 25)
+    assert.isAtLeast(report.summary.passed, 27)
+    // its GC runs every second: the real-time expiry cases run and hold; it has no resumable watches
+    for (const result of report.results) {
+      if (result.group === "expiry in real time (slower)") assert.strictEqual(result.status, "passed", result.name)
+      if (result.group === "extensions: resumable watches") assert.strictEqual(result.status, "skipped", result.name)
+    }
     assert.deepStrictEqual(
       report.properties.map((property) => [property.status, property.runs]),
       [["passed", 10]]
