@@ -9,9 +9,11 @@
  *
  * @since 0.1.0
  */
+import { execFile } from "node:child_process"
 import { readFileSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { promisify } from "node:util"
 import { Duration, Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import { contractCases } from "../conformance/cases.ts"
@@ -37,6 +39,13 @@ const shown = (value: unknown): string => {
     return JSON.stringify({ unprintable: error instanceof Error ? error.message : String(error) })
   }
 }
+
+/** Runs `command` with `sh -c`; fails with its output when it exits with another status than 0. */
+const runShell = (command: string) =>
+  Effect.tryPromise({
+    try: () => promisify(execFile)("sh", ["-c", command]),
+    catch: (error) => new Error(`--stop-command failed: ${error instanceof Error ? error.message : String(error)}`)
+  })
 
 const stepOps = new Set(["update", "delete", "list", "watch", "disconnect"])
 
@@ -129,6 +138,15 @@ const flags = {
     ),
     Flag.optional
   ),
+  stopCommand: Flag.String("stop-command").pipe(
+    Flag.withDescription(
+      'run the shutdown case last: this shell command stops the server gracefully (e.g. "kill -TERM 1234"), and its open watches must end within --stop-within'
+    ),
+    Flag.optional
+  ),
+  stopWithin: goDuration("stop-within", "6s").pipe(
+    Flag.withDescription("how soon after --stop-command the server's open watches must have ended (the original: 5 s)")
+  ),
   replay: Flag.String("replay").pipe(
     Flag.withDescription("replay the failing sequence a previous run saved in this file, and nothing else"),
     Flag.optional
@@ -204,7 +222,15 @@ export const command = Command.make("conformance", flags, (parsed) =>
       return yield* cannot(`cannot reach ${parsed.target}: ${"message" in error ? error.message : String(error)}`)
     }
     const { target, extensions } = reached.success
-    const cases = contractCases({ ...target, redirectEndpoint: Option.getOrUndefined(parsed.redirect) })
+    const stopCommand = Option.getOrUndefined(parsed.stopCommand)
+    const cases = contractCases({
+      ...target,
+      redirectEndpoint: Option.getOrUndefined(parsed.redirect),
+      stop:
+        stopCommand === undefined
+          ? undefined
+          : { run: runShell(stopCommand), withinMillis: Duration.toMillis(parsed.stopWithin) }
+    })
     const only = Option.getOrUndefined(parsed.only)
     const withProperty = parsed.runs > 0 && picked({ group: "properties", name: modelPropertyName }, only)
     if (script === undefined && !withProperty && !cases.some((one) => picked(one, only))) {

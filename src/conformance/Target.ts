@@ -125,6 +125,13 @@ export interface ContractTarget<R = never> {
    * expires anything in real time).
    */
   readonly realTimeExpiry?: { readonly gcWithinMillis: number } | undefined
+  /**
+   * Stops the server under test (gracefully, as SIGTERM does), and how soon
+   * after that its open watches must have ended, in milliseconds. Absent
+   * skips the shutdown case; present, that case must run last, since the
+   * server is gone after it.
+   */
+  readonly stop?: { readonly run: Effect.Effect<void, unknown, R>; readonly withinMillis: number } | undefined
   /** Per-case timeout in milliseconds (vitest's default when absent); remote targets may need more. */
   readonly timeout?: number | undefined
 }

@@ -17,7 +17,7 @@
  * @since 0.1.0
  */
 import type { Layer } from "effect"
-import { Duration, Effect, Exit, Scope } from "effect"
+import { Duration, Effect, Exit, Fiber, Scope } from "effect"
 import type { AffiliateUpdateRequest, AffiliateView, WatchEvent } from "../ports/ClusterApi.ts"
 import { ClusterApi } from "../ports/ClusterApi.ts"
 import { lostUpdateMessage } from "../ports/DiscoveryError.ts"
@@ -142,6 +142,7 @@ export const contractCases = <R>(target: ContractTarget<R>): ReadonlyArray<Confo
     exactBuffer: target.slowWatcher?.exact ? undefined : "transport buffers hide the exact 32-event bound",
     rawStrings: target.rawStrings ? undefined : "strings cross a UTF-8 wire",
     extensions: target.ours ? undefined : "the server announces no extensions (resumable watches)",
+    stop: target.stop ? undefined : "the kit cannot stop this server (--stop-command)",
     realTime: target.realTimeExpiry
       ? undefined
       : "real-time expiry not asked for (it needs the server's GC interval: --expiry-within)"
@@ -997,6 +998,24 @@ export const contractCases = <R>(target: ContractTarget<R>): ReadonlyArray<Confo
           yield* changeSeenBy(c, reader, changes + 1)
           yield* watchFrom(c, snapshot(show(change(changes + 1))))
         })
+    )
+  })
+  // last: the server is gone after it
+  group("shutdown", () => {
+    test("a watch open when the server stops ends promptly, rather than holding the stop (§4.9)", ["stop"], () =>
+      Effect.gen(function* () {
+        const stop = target.stop!
+        const c = newClusterId()
+        yield* update(c, "af1", { data: "one" })
+        const watch = yield* watchFrom(c, snapshot(expected("af1", "one")))
+        const stopping = yield* Effect.forkScoped(stop.run)
+        const ended = yield* Effect.raceFirst(
+          Effect.as(drain(watch), true),
+          Effect.as(realSleep(stop.withinMillis), false)
+        )
+        assert.isTrue(ended, `the watch was still open ${stop.withinMillis} ms after the server was told to stop`)
+        yield* Fiber.join(stopping)
+      })
     )
   })
   return cases

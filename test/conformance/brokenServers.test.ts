@@ -7,7 +7,7 @@
  * unbroken server passes the same cases.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Layer, Stream } from "effect"
+import { Context, Effect, Exit, Layer, Scope, Stream } from "effect"
 import { GrpcServer } from "../../src/adapters/grpc/index.ts"
 import { TestDiscovery } from "../../src/adapters/testing/index.ts"
 import { contractCases } from "../../src/conformance/cases.ts"
@@ -47,6 +47,10 @@ const breakages: Record<string, Breakage> = {
       )
     )
   ),
+  // told to stop, each watch lingers 5 s before it ends: the stop waits for it
+  "watches held open on shutdown": rewriteWatch((events) =>
+    events.pipe(Stream.ensuring(Effect.uninterruptible(Effect.promise(() => new Promise((r) => setTimeout(r, 5000))))))
+  ),
   "a deletion dropped": rewriteWatch((events) => Stream.filter(events, (event) => event._tag !== "Deleted")),
   "63 endpoints where the protocol says 64": (api) => ({
     ...api,
@@ -64,15 +68,23 @@ const breakages: Record<string, Breakage> = {
 
 /** Our gRPC server on loopback over the in-process core, broken by `breakage` (or not); gives its address. */
 const serverWith = (breakage: Breakage | undefined) =>
+  Effect.map(stoppableServerWith(breakage), ({ endpoint }) => endpoint)
+
+/** The same, with a way to stop it gracefully (closing its scope, as SIGTERM does). */
+const stoppableServerWith = (breakage: Breakage | undefined) =>
   Effect.gen(function* () {
     const core = yield* Layer.build(TestDiscovery.layer())
     const api = Context.get(core, ClusterApi)
+    const serverScope = yield* Scope.fork(yield* Effect.scope)
     const { port } = yield* GrpcServer.make({
       address: "127.0.0.1:0",
-      shutdownTimeout: "1 second",
+      shutdownTimeout: "10 seconds",
       rateLimit: false
-    }).pipe(Effect.provide(Context.add(core, ClusterApi, breakage === undefined ? api : breakage(api))))
-    return `127.0.0.1:${port}`
+    }).pipe(
+      Effect.provide(Context.add(core, ClusterApi, breakage === undefined ? api : breakage(api))),
+      Scope.provide(serverScope)
+    )
+    return { endpoint: `127.0.0.1:${port}`, stop: Scope.close(serverScope, Exit.void) }
   })
 
 /** The kit's results for the cases whose group or name contains `only`, against the server at `endpoint`. */
@@ -182,5 +194,24 @@ describe("the conformance kit against servers broken on purpose", () => {
         assert.strictEqual((yield* replayScript(clientLayer({ endpoint: sound }), saved)).status, "passed")
       }).pipe(Effect.scoped),
     120_000
+  )
+
+  it.live(
+    "catches watches held open when the server stops, and passes a server that ends them",
+    () =>
+      Effect.gen(function* () {
+        const shutdownOf = (breakage: Breakage | undefined) =>
+          Effect.gen(function* () {
+            const server = yield* stoppableServerWith(breakage)
+            const { target } = yield* remoteTarget({ endpoint: server.endpoint, extensions: false })
+            const cases = contractCases({ ...target, stop: { run: server.stop, withinMillis: 2000 } })
+            return byName(yield* runCases(cases, { only: "shutdown" }), "server stops")
+          })
+        assert.strictEqual((yield* shutdownOf(undefined)).status, "passed")
+        const held = yield* shutdownOf(breakages["watches held open on shutdown"])
+        assert.strictEqual(held.status, "failed")
+        assert.include(held.reason ?? "", "still open 2000 ms after the server was told to stop")
+      }).pipe(Effect.scoped),
+    60_000
   )
 })

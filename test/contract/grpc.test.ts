@@ -14,7 +14,7 @@
  *   client IP to 15 requests per second (burst 60), and the suite makes about
  *   1300 requests (T50 alone makes 1025), so a run takes a minute or two.
  */
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Exit, Layer, Scope } from "effect"
 import { it } from "@effect/vitest"
 import { GrpcClient, GrpcServer } from "../../src/adapters/grpc/index.ts"
 import { TestDiscovery } from "../../src/adapters/testing/index.ts"
@@ -23,6 +23,9 @@ import type { ServerOptions } from "../../src/core/server/DiscoveryServer.ts"
 import { ClusterApi } from "../../src/ports/ClusterApi.ts"
 import { clusterApiSuite } from "./clusterApiSuite.ts"
 import { externalTarget } from "./externalTarget.ts"
+
+/** Stops the case's server, as SIGTERM stops the command's. */
+class StopServer extends Context.Service<StopServer, { readonly stop: Effect.Effect<void> }>()("test/StopServer") {}
 
 /**
  * Our core behind our gRPC server on a free loopback port, and our gRPC client
@@ -34,7 +37,7 @@ const loopback = (
   transport: GrpcServer.Transport,
   options: ServerOptions = {},
   streamWatch = false
-): Layer.Layer<ClusterApi | ClusterState, unknown> =>
+): Layer.Layer<ClusterApi | ClusterState | StopServer, unknown> =>
   Layer.effectContext(
     Effect.gen(function* () {
       const built = yield* Layer.build(TestDiscovery.layer(options))
@@ -42,14 +45,18 @@ const loopback = (
         ? Context.add(built, ClusterApi, { ...Context.get(built, ClusterApi), subscribe: undefined })
         : built
       // No rate limiting: the suite makes over a thousand calls from one address and its TestClock never refills a bucket.
+      const serverScope = yield* Scope.fork(yield* Effect.scope)
       const { port } = yield* GrpcServer.make({
         address: "127.0.0.1:0",
         transport,
         shutdownTimeout: "1 second",
         rateLimit: false
-      }).pipe(Effect.provide(core))
+      }).pipe(Effect.provide(core), Scope.provide(serverScope))
       const api = yield* GrpcClient.make({ endpoint: `127.0.0.1:${port}`, tls: false })
-      return Context.make(ClusterApi, api).pipe(Context.add(ClusterState, Context.get(core, ClusterState)))
+      return Context.make(ClusterApi, api).pipe(
+        Context.add(ClusterState, Context.get(core, ClusterState)),
+        Context.add(StopServer, { stop: Scope.close(serverScope, Exit.void) })
+      )
     })
   )
 
@@ -80,6 +87,7 @@ for (const [transport, streamWatch] of [
     },
     slowWatcher: { overflowAfter: 400, exact: false },
     rawStrings: false,
+    stop: { run: Effect.flatMap(StopServer, (server) => server.stop), withinMillis: 3000 },
     timeout: 30_000
   })
 }
