@@ -26,7 +26,7 @@ import { serviceVersion } from "./version.ts"
  */
 export interface ServedPort {
   port: number
-  threads: () => ReadonlyArray<ThreadRow>
+  threads: (watches: number) => ReadonlyArray<ThreadRow>
   requestMemory: () => { readonly bytes: number; readonly budget: number } | undefined
   refreshMetrics: Effect.Effect<void>
 }
@@ -97,7 +97,7 @@ export const layer = (config: ServiceConfig, served: ServedPort): Layer.Layer<Li
           state: config.state._tag === "Memory" ? "memory" : "redis"
         },
         address: () => announcedAddress(config.addr, served.port),
-        threads: () => served.threads(),
+        threads: (watches) => served.threads(watches),
         requestMemory: () => served.requestMemory(),
         refreshMetrics: Effect.suspend(() => served.refreshMetrics),
         directory

@@ -74,16 +74,15 @@ const grpcPort = (config: ServiceConfig) =>
       reusePort: config.transport.reusePort,
       requestBudget: { budget: requestBudget, holder: 0 }
     })
-    const stats = (yield* ClusterState).stats
     return {
       port: bound.port,
       beforeScrape: Effect.void,
       threads: () => 1,
-      threadRows: (): Array<ThreadRow> => [
+      threadRows: (watches: number): Array<ThreadRow> => [
         {
           index: 0,
           connections: undefined,
-          watches: Effect.runSync(stats).watches,
+          watches,
           requestBytes: requestBudget.reservedBy(0),
           unreadBytes: 0
         }

@@ -119,15 +119,14 @@ export const serve = (config: ServiceConfig, addresses: ReadonlyArray<string>) =
       const shed = server instanceof Http2Server ? (share: number) => server.shed(share) : undefined
       yield* scaleThreads(threads, config.ioThreads - 1, shed).pipe(Scope.provide(threadsScope))
     }
-    const stats = (yield* ClusterState).stats
-    const threadRows = (): Array<ThreadRow> => {
+    const threadRows = (watches: number): Array<ThreadRow> => {
       const running = threads.threads()
       let relayed = 0
       for (const thread of running) relayed += thread.watches
       const main: ThreadRow = {
         index: 0,
         connections: connections.heldBy(mainThreadHolder),
-        watches: Math.max(0, Effect.runSync(stats).watches - relayed),
+        watches: Math.max(0, watches - relayed),
         requestBytes: requestBudget.reservedBy(0),
         unreadBytes: 0
       }

@@ -299,15 +299,23 @@ export const routes = (
         yield* router.add("*", "/", html(landingPage))
         yield* router.add("*", "/index.html", HttpServerResponse.redirect("/", { status: 301 }))
         yield* router.add("*", "/inspect", inspect)
+        // event streams answer GET only; each takes a token of its client's /inspect rate limit
         yield* router.add(
-          "*",
+          "GET",
           "/inspect/events",
           makeInspectEventsHandler(options, limiter, streams).pipe(Effect.provideContext(context))
         )
         yield* router.add(
-          "*",
+          "GET",
           "/live/events",
-          Effect.sync(() => LiveRoutes.liveEvents(view, streams))
+          Effect.gen(function* () {
+            if (limiter !== undefined) {
+              const request = yield* HttpServerRequest.HttpServerRequest
+              const decision = yield* limiter.take(clientKey(request, options))
+              if (!decision.allowed) return tooManyRequests(decision.retryAfterMillis)
+            }
+            return LiveRoutes.liveEvents(view, streams)
+          })
         )
         for (const path of Object.keys(LiveRoutes.assets) as Array<keyof typeof LiveRoutes.assets>) {
           const answer = Effect.sync(LiveRoutes.assets[path]).pipe(Effect.catchCause(() => Effect.succeed(oops())))

@@ -22,7 +22,7 @@ const endings = Metric.counter("discovery_watch_endings_total")
 const sources = (directory?: InstanceDirectory["Service"]): LiveSampler.LiveSources => ({
   self: { name: "me", version: "1.2.3", startedAt: 0, state: "redis" },
   address: () => "me.example:3000",
-  threads: () => [{ index: 0, connections: 1, watches: 2, requestBytes: 3, unreadBytes: 0 }],
+  threads: (watches) => [{ index: 0, connections: 1, watches, requestBytes: 3, unreadBytes: 0 }],
   requestMemory: () => ({ bytes: 1024, budget: 4096 }),
   refreshMetrics: Effect.void,
   directory
@@ -77,7 +77,8 @@ describe("LiveSampler", () => {
       assert.strictEqual(last.cutOffTotal, 2)
       assert.strictEqual(last.requestBytes, 1024)
       assert.strictEqual(last.requestBudgetBytes, 4096)
-      assert.deepStrictEqual(frame.threads, sources().threads())
+      // the rows of the last sample, with the watches the state counted then
+      assert.deepStrictEqual(frame.threads, sources().threads(last.watches))
       assert.isUndefined(frame.instances)
       // a viewer gets only what it has not seen
       assert.deepStrictEqual(yield* view.frame(last.at), { ...frame, samples: [] })

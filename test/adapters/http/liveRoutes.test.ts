@@ -163,6 +163,32 @@ describe("live view routes", () => {
     )
   )
 
+  it.effect("a HEAD request or a client gone before its stream starts holds no place", () =>
+    withLanding(
+      Effect.gen(function* () {
+        const { port } = yield* LandingServer.LandingServer
+        for (let sent = 0; sent < maxOpenStreams + 4; sent++) {
+          const head = yield* request(port, "/live/events", { method: "HEAD" })
+          assert.notStrictEqual(head.status, 503)
+        }
+        const events = yield* openEvents(port, "/live/events")
+        assert.strictEqual(events.response.status, 200)
+      })
+    )
+  )
+
+  it.effect("each stream takes a token of its client's /inspect rate limit", () =>
+    Effect.gen(function* () {
+      const { port } = yield* LandingServer.LandingServer
+      const statuses: Array<number> = []
+      for (let opened = 0; opened < 3; opened++) {
+        const events = yield* openEvents(port, opened === 1 ? "/inspect/events?clusterID=c" : "/live/events")
+        statuses.push(events.response.status)
+      }
+      assert.deepStrictEqual(statuses, [200, 200, 429])
+    }).pipe(Effect.scoped, Effect.provide(landing({ inspectRateLimit: { perSecond: 1, burst: 2 } })))
+  )
+
   it.effect("serves the scripts and the chart library; pages allow only the service's own scripts", () =>
     withLanding(
       Effect.gen(function* () {
@@ -171,7 +197,9 @@ describe("live view routes", () => {
         assert.strictEqual(live.headers.get("content-type"), "text/javascript; charset=utf-8")
         assert.include(live.body, 'new EventSource("/live/events")')
         assert.include((yield* request(port, "/assets/inspect.js")).body, "/inspect/events?clusterID=")
-        assert.include((yield* request(port, "/assets/chart.js")).body, "uPlot")
+        const chart = (yield* request(port, "/assets/chart.js")).body
+        assert.include(chart, "uPlot")
+        assert.include(chart, "Copyright (c) 2022 Leon Sorokin", "the library's MIT licence goes with it")
         assert.strictEqual(
           (yield* request(port, "/assets/chart.css")).headers.get("content-type"),
           "text/css; charset=utf-8"

@@ -8,7 +8,7 @@
  * @since 0.1.0
  */
 import type { Scope } from "effect"
-import { Clock, Effect, Metric, Schedule } from "effect"
+import { Cause, Clock, Effect, Fiber, Metric, Schedule } from "effect"
 import { ClusterState } from "../../../core/server/ClusterState.ts"
 import type { InstanceAnnouncement, InstanceDirectory } from "../../../ports/InstanceDirectory.ts"
 import type { LiveSample, LiveSelf, ThreadRow } from "./LiveSample.ts"
@@ -25,8 +25,8 @@ export interface LiveSources {
   readonly self: LiveSelf
   /** Where this instance's gRPC port listens (`host:port`), as it announces itself. */
   readonly address: () => string
-  /** The threads serving the gRPC port now. */
-  readonly threads: () => ReadonlyArray<ThreadRow>
+  /** The threads serving the gRPC port now, given the watches the state counts (read once per sample). */
+  readonly threads: (watches: number) => ReadonlyArray<ThreadRow>
   /** Request bytes held now and the budget, when known. */
   readonly requestMemory: () => { readonly bytes: number; readonly budget: number } | undefined
   /** Brings the threads' counters into this thread's registry (what `/metrics` runs before a scrape). */
@@ -96,6 +96,8 @@ export const make = (sources: LiveSources): Effect.Effect<LiveView["Service"], n
     const context = yield* Effect.context<never>()
     const ring = new SampleRing()
     let previous: { readonly at: number; readonly totals: Totals } | undefined
+    // the rows of the last sample: a frame costs nothing on the thread that owns the state
+    let threads: ReadonlyArray<ThreadRow> = []
     let instances: { list: ReadonlyArray<InstanceAnnouncement> | undefined; error: string | undefined } = {
       list: undefined,
       error: undefined
@@ -124,8 +126,14 @@ export const make = (sources: LiveSources): Effect.Effect<LiveView["Service"], n
       }
       previous = { at, totals }
       ring.push(taken)
+      threads = sources.threads(stats.watches)
     })
-    yield* sample.pipe(Effect.repeat(Schedule.spaced("1 second")), Effect.forkScoped)
+    // a sample that dies is logged and the next one taken: the view never stops for good
+    const survive = (what: string) =>
+      Effect.catchCause((cause: Cause.Cause<unknown>) =>
+        Effect.logWarning(`live view: ${what} failed`).pipe(Effect.annotateLogs({ cause: Cause.pretty(cause) }))
+      )
+    yield* sample.pipe(survive("a sample"), Effect.repeat(Schedule.spaced("1 second")), Effect.forkScoped)
     const directory = sources.directory
     if (directory !== undefined) {
       let round = 0
@@ -137,7 +145,7 @@ export const make = (sources: LiveSources): Effect.Effect<LiveView["Service"], n
           version: sources.self.version,
           startedAt: sources.self.startedAt,
           announcedAt: at,
-          threads: sources.threads().length,
+          threads: threads.length,
           watches: latest?.watches ?? 0,
           updatesPerSecond: latest?.updatesPerSecond ?? 0,
           deliveriesPerSecond: latest?.deliveriesPerSecond ?? 0
@@ -157,9 +165,14 @@ export const make = (sources: LiveSources): Effect.Effect<LiveView["Service"], n
           })
         )
       )
-      yield* visit.pipe(Effect.repeat(Schedule.spaced("1 second")), Effect.forkScoped)
-      yield* Effect.addFinalizer(() =>
-        directory.withdraw(sources.self.name).pipe(Effect.timeout("500 millis"), Effect.ignore)
+      // withdrawn once the announcing has stopped, so that no announcement in flight puts it back
+      yield* Effect.acquireRelease(
+        visit.pipe(survive("listing the instances"), Effect.repeat(Schedule.spaced("1 second")), Effect.forkDetach),
+        (visiting) =>
+          Effect.andThen(
+            Fiber.interrupt(visiting),
+            directory.withdraw(sources.self.name).pipe(Effect.timeout("500 millis"), Effect.ignore)
+          )
       )
     }
     return LiveView.of({
@@ -167,7 +180,7 @@ export const make = (sources: LiveSources): Effect.Effect<LiveView["Service"], n
         Effect.sync(() => ({
           self: sources.self,
           samples: ring.since(since),
-          threads: sources.threads(),
+          threads,
           instances: directory === undefined ? undefined : instances.list,
           instancesError: instances.error
         }))

@@ -16,7 +16,7 @@ import * as sea from "node:sea"
  * @category models
  * @since 0.1.0
  */
-export const chartFiles = { script: "uPlot.iife.min.js", style: "uPlot.min.css" } as const
+export const chartFiles = { script: "dist/uPlot.iife.min.js", style: "dist/uPlot.min.css", license: "LICENSE" } as const
 
 /**
  * Where a chart file is in the installed package (for the executable's build).
@@ -26,12 +26,13 @@ export const chartFiles = { script: "uPlot.iife.min.js", style: "uPlot.min.css" 
  */
 export const installedPath = (name: string): string =>
   // the CommonJS bundle has no `import.meta.url` (see scripts/bundle.ts)
-  createRequire(typeof import.meta.url === "string" ? import.meta.url : __filename).resolve(`uplot/dist/${name}`)
+  createRequire(typeof import.meta.url === "string" ? import.meta.url : __filename).resolve(`uplot/${name}`)
 
 const loaded = new Map<string, string>()
 
 /**
- * The text of a chart file.
+ * The text of a chart file; the script carries the library's licence, as
+ * its MIT licence asks of every copy.
  *
  * @category constructors
  * @since 0.1.0
@@ -39,7 +40,10 @@ const loaded = new Map<string, string>()
 export const chartFile = (name: (typeof chartFiles)[keyof typeof chartFiles]): string => {
   let text = loaded.get(name)
   if (text === undefined) {
-    text = sea.isSea() ? sea.getAsset(name, "utf8") : readFileSync(installedPath(name), "utf8")
+    const read = (file: string) =>
+      sea.isSea() ? sea.getAsset(file, "utf8") : readFileSync(installedPath(file), "utf8")
+    text = read(name)
+    if (name === chartFiles.script) text = `/*! uPlot, ${read(chartFiles.license).replaceAll("*/", "* /")}*/\n${text}`
     loaded.set(name, text)
   }
   return text

@@ -104,7 +104,9 @@ export const inspectScript = `"use strict";
   };
   const events = new EventSource("/inspect/events?clusterID=" + encodeURIComponent(clusterId));
   events.onopen = () => { if (status !== null) status.textContent = "Live: changes show here as they happen."; };
-  events.onerror = () => { if (status !== null) status.textContent = "Reconnecting…"; };
+  events.onerror = () => {
+    if (status !== null) status.textContent = events.readyState === EventSource.CLOSED ? "Live updates stopped: reload the page to try again." : "Reconnecting…";
+  };
   events.onmessage = (message) => {
     const frame = JSON.parse(message.data);
     offset = frame.now - Date.now();
@@ -112,8 +114,7 @@ export const inspectScript = `"use strict";
     showHistory(frame);
   };
   events.addEventListener("failed", (message) => {
-    events.close();
-    if (status !== null) status.textContent = "Live updates stopped: " + message.data;
+    if (status !== null) status.textContent = "Reading the cluster failed (" + JSON.parse(message.data) + "); trying again…";
   });
   setInterval(tick, 1000);
 })();

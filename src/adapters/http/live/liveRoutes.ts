@@ -67,11 +67,20 @@ export class OpenStreams {
     return this.#open
   }
 
-  /** `body` counted while it runs, or `undefined` when the cap is reached. */
+  /**
+   * `body` counted while it runs, or `undefined` when the cap is reached. It
+   * counts from when the body starts, not when the response is made: a body
+   * the server never runs (a HEAD request, a client already gone) never
+   * holds a place.
+   */
   admit(body: Stream.Stream<Uint8Array>): Stream.Stream<Uint8Array> | undefined {
     if (this.#open >= maxOpenStreams) return undefined
-    this.#open++
-    return body.pipe(Stream.ensuring(Effect.sync(() => this.#open--)))
+    return Stream.unwrap(
+      Effect.sync(() => {
+        this.#open++
+        return body.pipe(Stream.ensuring(Effect.sync(() => this.#open--)))
+      })
+    )
   }
 }
 
@@ -112,7 +121,7 @@ const keepAliveEvery = 15
  * A cluster's event stream: it is read every second (List and its last
  * changes) and a frame is sent when what the page shows changed; a comment
  * keeps a quiet stream open. A read that fails ends the stream with a
- * `failed` event (the browser reconnects).
+ * `failed` event (the browser reconnects after the stream's `retry`).
  *
  * @category constructors
  * @since 0.1.0
@@ -141,7 +150,7 @@ export const inspectEvents = (
     })
     const frames = Stream.fromEffectSchedule(read, Schedule.spaced(pollEvery)).pipe(
       Stream.filter((chunk) => chunk !== undefined),
-      Stream.catch((error) => Stream.make(encoder.encode(`event: failed\ndata: ${error.message}\n\n`)))
+      Stream.catch((error) => Stream.make(encoder.encode(`event: failed\ndata: ${JSON.stringify(error.message)}\n\n`)))
     )
     return Stream.concat(Stream.make(retry), frames)
   })

@@ -125,7 +125,8 @@ export const liveScript = `"use strict";
   };
   const events = new EventSource("/live/events");
   events.onopen = () => setText("live-status", "live");
-  events.onerror = () => setText("live-status", "reconnecting…");
+  events.onerror = () =>
+    setText("live-status", events.readyState === EventSource.CLOSED ? "stopped: reload the page to try again" : "reconnecting…");
   events.onmessage = (message) => {
     try {
       show(JSON.parse(message.data));
