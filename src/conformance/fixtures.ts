@@ -139,6 +139,10 @@ export interface WatchCursor {
  */
 export const expectWithinMillis = 5000
 
+/** Waits `millis` of real time (never the test clock). */
+export const realSleep = (millis: number): Effect.Effect<void> =>
+  Effect.promise(() => new Promise<void>((resume) => setTimeout(resume, millis)))
+
 /**
  * `effect`, or a failed check naming `expected` when it takes longer than
  * `millis` of real time (never the test clock, which cases move by minutes).
@@ -146,12 +150,10 @@ export const expectWithinMillis = 5000
 const withinRealTime = <A, E>(effect: Effect.Effect<A, E>, millis: number, expected: ShownEvent) =>
   Effect.raceFirst(
     effect,
-    Effect.flatMap(
-      Effect.promise(() => new Promise<void>((resume) => setTimeout(resume, millis).unref())),
-      () =>
-        Effect.sync(() =>
-          assert.fail(`expected ${JSON.stringify(expected)} on the watch, but nothing came in ${millis} ms`)
-        )
+    Effect.flatMap(realSleep(millis), () =>
+      Effect.sync(() =>
+        assert.fail(`expected ${JSON.stringify(expected)} on the watch, but nothing came in ${millis} ms`)
+      )
     )
   )
 
@@ -200,10 +202,6 @@ export const expectFailure = <A, E, R>(
       assert.strictEqual(actual, message)
     }
   })
-
-/** Waits `millis` of real time (never the test clock). */
-export const realSleep = (millis: number): Effect.Effect<void> =>
-  Effect.promise(() => new Promise<void>((resume) => setTimeout(resume, millis)))
 
 const realPause = realSleep(10)
 

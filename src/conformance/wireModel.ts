@@ -15,7 +15,7 @@ import fc from "fast-check"
 import type { AffiliateView, WatchEvent } from "../ports/ClusterApi.ts"
 import { ClusterApi } from "../ports/ClusterApi.ts"
 import { assert } from "./check.ts"
-import { endpoint, newClusterId, replay, type Shown, showAll } from "./fixtures.ts"
+import { endpoint, newClusterId, realSleep, replay, type Shown, showAll } from "./fixtures.ts"
 
 /**
  * One step, on the run's clusters (0, 1), affiliates (0–3) and endpoints
@@ -112,8 +112,6 @@ interface OpenWatch {
   failure: unknown
 }
 
-const realPause = (millis: number) => Effect.promise(() => new Promise<void>((resume) => setTimeout(resume, millis)))
-
 /**
  * Runs `steps` against the server of the context and the model, checking
  * after each step; fails with the first disagreement (an `AssertionError`
@@ -191,7 +189,7 @@ export const runSteps = (
             assert.deepStrictEqual(seen, wanted, `a watch of cluster ${watch.cluster}, replayed, after ${at}`)
             break
           }
-          yield* realPause(10)
+          yield* realSleep(10)
         }
       }
     }

@@ -180,6 +180,18 @@ const tooManyRequests = (retryAfterMillis: number) =>
     headers: { "retry-after": String(Math.max(1, Math.ceil(retryAfterMillis / 1000))) }
   })
 
+/** The 429 answer when the client's `/inspect` rate limit refuses the request, else `undefined`. */
+const refusedByLimit = (
+  request: HttpServerRequest.HttpServerRequest,
+  options: LandingOptions,
+  limiter: RateLimiter.RateLimiter | undefined
+) =>
+  limiter === undefined
+    ? Effect.succeed(undefined)
+    : Effect.map(limiter.take(clientKey(request, options)), (decision) =>
+        decision.allowed ? undefined : tooManyRequests(decision.retryAfterMillis)
+      )
+
 /**
  * The request's cluster ID after the rate limit (which the page and its
  * event stream share): a response when it is refused or the query is
@@ -191,10 +203,8 @@ const inspectedCluster = (
   limiter: RateLimiter.RateLimiter | undefined
 ) =>
   Effect.gen(function* () {
-    if (limiter !== undefined) {
-      const decision = yield* limiter.take(clientKey(request, options))
-      if (!decision.allowed) return { _tag: "Refused", response: tooManyRequests(decision.retryAfterMillis) } as const
-    }
+    const refused = yield* refusedByLimit(request, options, limiter)
+    if (refused !== undefined) return { _tag: "Refused", response: refused } as const
     const question = request.url.indexOf("?")
     const query = parseQuery(question === -1 ? "" : request.url.slice(question + 1))
     if (query._tag === "Malformed") return { _tag: "Malformed", message: query.message } as const
@@ -309,12 +319,8 @@ export const routes = (
           "GET",
           "/live/events",
           Effect.gen(function* () {
-            if (limiter !== undefined) {
-              const request = yield* HttpServerRequest.HttpServerRequest
-              const decision = yield* limiter.take(clientKey(request, options))
-              if (!decision.allowed) return tooManyRequests(decision.retryAfterMillis)
-            }
-            return LiveRoutes.liveEvents(view, streams)
+            const refused = yield* refusedByLimit(yield* HttpServerRequest.HttpServerRequest, options, limiter)
+            return refused ?? LiveRoutes.liveEvents(view, streams)
           })
         )
         for (const path of Object.keys(LiveRoutes.assets) as Array<keyof typeof LiveRoutes.assets>) {
